@@ -1,0 +1,131 @@
+"""Decoding speed on the CPU (chapter 7): naive vs cached greedy decoding, and beam search vs cached greedy decoding.
+
+A model of width 256 with 3 layers of each kind, 8 heads, d_ff 1024 and a 1,000-token vocabulary (untrained: decoding
+speed does not depend on the weights' values) decodes random 32-token sources, in eval mode, without an end symbol so
+that every output runs to its full length. For batches of 32 and 1 and outputs of 16, 64 and 128 tokens it measures
+greedy decoding without the cache (`use_cache=False`: the whole prefix every step), with it, and beam search with 4
+beams, and reports generated tokens per second (batch x output tokens / seconds, median of `--repeats` runs).
+
+    python bench/decode.py                       # torch's default number of threads
+    python bench/decode.py --threads 1,2         # one run per thread count, in one JSON file
+    OMP_WAIT_POLICY=PASSIVE python bench/decode.py --threads 1,2   # on a machine shared with other processes
+
+Prints a table and writes bench/results/decode-<machine>.json with a description of the machine.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from annotated_transformer.decoding import beam_search
+from annotated_transformer.model import make_model
+from annotated_transformer.training import greedy_decode
+
+MODEL = dict(N=3, d_model=256, d_ff=1024, h=8, dropout=0.1)
+VOCAB, SRC_LEN, START = 1000, 32, 1
+BATCHES, LENGTHS, BEAM_SIZE = (32, 1), (16, 64, 128), 4
+CAVEAT = ("Wall-clock medians on a machine that other processes may share: the load averages before and after each "
+          "run are recorded, and a loaded machine gives slower, noisier numbers. With several threads it can be much "
+          "slower, as each parallel operation waits for a thread that another process holds; OMP_WAIT_POLICY=PASSIVE "
+          "(recorded) softens this. Compare ratios within one run.")
+
+
+def cpu_model() -> str:
+    "The CPU's model name, from /proc/cpuinfo where there is one."
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"): return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def machine_name() -> str:
+    "A file-name slug for this machine, as bench/copy_task.py makes it, e.g. `intel-r-xeon-r-processor-2-50ghz-2cores`."
+    return re.sub(r"[^a-z0-9]+", "-", f"{cpu_model()}-{os.cpu_count()}cores".lower()).strip("-")
+
+
+def median_seconds(fn, repeats: int) -> float:
+    "Median wall-clock time of `fn()` over `repeats` runs."
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter(); fn(); times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def run(threads: int, repeats: int) -> dict:
+    "All measurements with `threads` intra-op threads."
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    model = make_model(VOCAB, VOCAB, **MODEL).eval()
+    gen = torch.Generator().manual_seed(0)
+    load_before = os.getloadavg()
+    results = []
+    with torch.inference_mode():
+        for batch in BATCHES:
+            src = torch.randint(2, VOCAB, (batch, SRC_LEN), generator=gen)     # no padding: every row is full
+            src_mask = torch.ones(batch, 1, SRC_LEN, dtype=torch.bool)
+            greedy = lambda n, cache: greedy_decode(model, src, src_mask, n + 1, START, use_cache=cache)
+            beam = lambda n: beam_search(model, src, src_mask, n + 1, START, beam_size=BEAM_SIZE)
+            greedy(8, True); greedy(8, False); beam(8)                         # warm-up
+            for n in LENGTHS:
+                assert greedy(n, True).shape == (batch, n + 1) and beam(n)[0].shape == (batch, n + 1)
+                t_naive = median_seconds(lambda: greedy(n, False), repeats)
+                t_cached = median_seconds(lambda: greedy(n, True), repeats)
+                t_beam = median_seconds(lambda: beam(n), repeats)
+                r = dict(batch=batch, tokens=n, naive_s=t_naive, cached_s=t_cached, beam_s=t_beam,
+                         naive_tok_s=batch * n / t_naive, cached_tok_s=batch * n / t_cached,
+                         beam_tok_s=batch * n / t_beam, speedup=t_naive / t_cached, beam_over_cached=t_beam / t_cached)
+                results.append(r)
+                print(f"threads {threads}  batch {batch:>2}  {n:>3} tokens:  naive {r['naive_tok_s']:>8,.0f} tok/s  "
+                      f"cached {r['cached_tok_s']:>8,.0f} tok/s  speed-up {r['speedup']:5.1f}x  "
+                      f"beam {BEAM_SIZE} {r['beam_tok_s']:>7,.0f} tok/s = {r['beam_over_cached']:.2f}x cached time",
+                      flush=True)
+    return dict(threads=threads, load_before=[round(x, 2) for x in load_before],
+                load_after=[round(x, 2) for x in os.getloadavg()], results=results)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--threads", default=str(torch.get_num_threads()),
+                   help="comma-separated intra-op thread counts, one run each (default: torch's default, %(default)s)")
+    p.add_argument("--repeats", type=int, default=3, help="timed runs per measurement; the median is kept")
+    p.add_argument("--out", default=None, help="JSON file (default: bench/results/decode-<machine>.json)")
+    args = p.parse_args(argv)
+    threads = [int(t) for t in args.threads.split(",")]
+    if min(threads) < 1 or args.repeats < 1: p.error("--threads and --repeats must be positive")
+    runs = [run(t, args.repeats) for t in threads]
+    report = dict(
+        machine=dict(cpu=cpu_model(), cores=os.cpu_count(), torch=torch.__version__, python=platform.python_version(),
+                     platform=platform.platform(), omp_wait_policy=os.environ.get("OMP_WAIT_POLICY", ""),
+                     date=time.strftime("%Y-%m-%d %H:%M:%S %z"), caveat=CAVEAT),
+        config=dict(model=dict(src_vocab=VOCAB, tgt_vocab=VOCAB, **MODEL), mode="eval, untrained weights",
+                    src_len=SRC_LEN, batches=BATCHES, output_tokens=LENGTHS, beam_size=BEAM_SIZE,
+                    end_symbol=None, repeats=args.repeats, device="cpu",
+                    tok_s="batch x output tokens / median seconds"),
+        runs=runs)
+    out = Path(args.out or Path(__file__).parent / "results" / f"decode-{machine_name()}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1) + "\n")
+    print(f"\n{'threads':>7} {'batch':>5} {'tokens':>6} {'naive tok/s':>12} {'cached tok/s':>13} {'speed-up':>9} "
+          f"{'beam tok/s':>11} {'beam/cached':>12}   load before -> after")
+    for r_ in runs:
+        for r in r_["results"]:
+            print(f"{r_['threads']:>7} {r['batch']:>5} {r['tokens']:>6} {r['naive_tok_s']:>12,.0f} "
+                  f"{r['cached_tok_s']:>13,.0f} {r['speedup']:>8.1f}x {r['beam_tok_s']:>11,.0f} "
+                  f"{r['beam_over_cached']:>11.2f}x   {r_['load_before'][0]} -> {r_['load_after'][0]}")
+    print(f"wrote {out}")
+    return report
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
