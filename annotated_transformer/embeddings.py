@@ -24,10 +24,13 @@ def check_token_ids(x: Tensor, vocab: int, name: str = "tokens") -> None:
     if x.numel() == 0 or torch.compiler.is_compiling(): return  # no data-dependent checks inside a compiled graph
     lo, hi = torch.aminmax(x)
     lo, hi = int(lo), int(hi)
-    if lo < 0 or hi >= vocab:
-        bad = lo if lo < 0 else hi
-        raise ValueError(f"{name} contain id {bad}, outside the vocabulary [0, {vocab}); "
-                         f"check the tokenizer, or build the model with a vocabulary of at least {hi + 1}.")
+    if lo < 0:
+        raise ValueError(f"{name} contain id {lo}, outside the vocabulary [0, {vocab}); token ids are never negative: "
+                         f"check the tokenizer or the padding value.")
+    if hi >= vocab:
+        raise ValueError(f"{name} contain id {hi}, outside the vocabulary [0, {vocab}); check the tokenizer, "
+                         f"or build the model with a vocabulary of at least {hi + 1}.")
+
 
 # %% ../nbs/01_embeddings.ipynb #eedfa1ee
 class Embeddings(nn.Module):
