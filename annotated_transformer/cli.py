@@ -14,6 +14,7 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse
+import hashlib
 import json
 import random
 import signal
@@ -26,17 +27,21 @@ from typing import Iterator
 
 import numpy as np
 import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 from .model import EncoderDecoder, make_model, default_device, count_parameters
-from .training import (
-    Batch, LabelSmoothing, TrainState, noam_optimizer, run_epoch, copy_task_batches, copy_task_accuracy)
+from annotated_transformer.training import (
+    Batch, LabelSmoothing, TrainState, noam_optimizer, run_epoch, copy_task_batches, copy_task_accuracy,
+    PRECISIONS, autocast_context)
 from .checkpoint import (
     CheckpointError, save_model, load_model, load_config, save_training_state, load_training_state)
 
 # %% auto #0
-__all__ = ['TASKS', 'CopyTask', 'TrainConfig', 'UsageError', 'Interrupted', 'resolve_device', 'stream_seed', 'train', 'evaluate',
-           'OneLineParser', 'build_parser', 'config_from_args', 'main']
+__all__ = ['TASKS', 'PARAM_DIGEST_ENV', 'CopyTask', 'TrainConfig', 'UsageError', 'Interrupted', 'resolve_device', 'stream_seed',
+           'param_digest', 'init_distributed', 'agree', 'train', 'evaluate', 'OneLineParser', 'build_parser',
+           'config_from_args', 'main']
 
 # %% ../nbs/91_cli.ipynb #1c220a02
 @dataclass
@@ -92,6 +97,9 @@ class TrainConfig:
     clip_norm: float | None = None
     threads: int | None = None         # torch CPU threads; None leaves torch's default
     progress: bool = True
+    precision: str = "fp32"            # fp32 | bf16 | fp16 (fp16: GPU only, with a GradScaler)
+    checkpoint_activations: bool = False   # recompute each layer's activations in the backward pass
+    compile: bool = False              # torch.compile the model (the first step includes the compile time)
 
 class UsageError(Exception):
     "A bad combination of options: reported in one line, exit code 2."
@@ -110,9 +118,38 @@ def resolve_device(name: str) -> torch.device:
     if name not in ("cpu", "cuda"): raise UsageError(f"--device must be auto, cpu or cuda, got {name!r}.")
     return torch.device(name)
 
-def stream_seed(seed: int, purpose: str) -> int:
-    "Separate random streams per run seed: training data, periodic evaluation, the final check, `eval`'s test set."
-    return 4 * seed + ["data", "eval", "check", "test"].index(purpose)
+def stream_seed(seed: int, purpose: str, rank: int = 0) -> int:
+    """Separate random streams per run seed: training data, periodic evaluation, the final check, `eval`'s test set.
+    In data-parallel training each process (`rank`) draws its own training data; rank 0 draws a single process's."""
+    return 4 * seed + ["data", "eval", "check", "test"].index(purpose) + (rank << 32)
+
+PARAM_DIGEST_ENV = "ANNOTATED_TRANSFORMER_PARAM_DIGEST"   # a folder: each process writes rank<r>.sha256 there at the end
+
+def param_digest(model: torch.nn.Module) -> str:
+    "SHA-256 of the model's parameters and buffers, in `state_dict` order (equal digests = bitwise-equal weights)."
+    h = hashlib.sha256()
+    for name, t in model.state_dict().items():
+        h.update(name.encode()); h.update(t.detach().cpu().contiguous().view(torch.uint8).numpy().tobytes())
+    return h.hexdigest()
+
+def init_distributed(device: torch.device) -> tuple[int, int, torch.device]:
+    """Under `torchrun` (WORLD_SIZE > 1): join the process group (env://; nccl on GPUs, gloo on the CPU) and give
+    each process its GPU (LOCAL_RANK). Returns (rank, world size, device); (0, 1, device) in a single process."""
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    if world <= 1: return 0, 1, device
+    if device.type == "cuda":
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        torch.cuda.set_device(device)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", init_method="env://")
+    return dist.get_rank(), dist.get_world_size(), device
+
+def agree(flag: bool, device: torch.device) -> bool:
+    "True on every process if it is True on any (so that all processes stop together); `flag` alone without DDP."
+    if not (dist.is_available() and dist.is_initialized()): return flag
+    t = torch.tensor([int(flag)], device=device)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX)
+    return bool(t.item())
 
 # %% ../nbs/91_cli.ipynb #9941b36e
 class _DeferredInterrupt:
@@ -152,10 +189,23 @@ def train(cfg: TrainConfig) -> dict:
     if cfg.threads is not None:
         if cfg.threads < 1: raise UsageError(f"--threads must be >= 1, got {cfg.threads}.")
         torch.set_num_threads(cfg.threads)
-    torch.manual_seed(cfg.seed); random.seed(cfg.seed); np.random.seed(cfg.seed)
+    try: autocast_context(device.type, cfg.precision)
+    except ValueError as e: raise UsageError(str(e)) from None
+    rank, world, device = init_distributed(device)
+    try:
+        return _train(cfg, task, device, out, max_steps, eval_every, batch_size, rank, world)
+    finally:
+        if world > 1 and dist.is_initialized(): dist.destroy_process_group()
+
+def _train(cfg: TrainConfig, task, device, out: Path, max_steps: int, eval_every: int, batch_size: int,
+           rank: int, world: int) -> dict:
+    "`train` after the options are checked: one process, or one of `world` data-parallel processes."
+    torch.manual_seed(cfg.seed); random.seed(cfg.seed); np.random.seed(cfg.seed)   # the same initial weights everywhere
     model = task.build_model().to(device)
+    model.encoder.checkpoint_activations = model.decoder.checkpoint_activations = cfg.checkpoint_activations
     opt, sched = noam_optimizer(model, model.config["d_model"], task.factor, task.warmup)
-    gens = {p: torch.Generator().manual_seed(stream_seed(cfg.seed, p)) for p in ("data", "eval", "check")}
+    gens = {p: torch.Generator().manual_seed(stream_seed(cfg.seed, p, rank if p == "data" else 0))
+            for p in ("data", "eval", "check")}
     state, seconds_before, metrics = TrainState(), 0.0, None
     if cfg.resume:
         saved = load_config(out)
@@ -169,39 +219,56 @@ def train(cfg: TrainConfig) -> dict:
                                   f"{saved_state.get('step')}) come from different saves.")
         state, seconds_before, metrics = (TrainState(**saved_state["counters"]), saved_state["seconds"],
                                           saved_state["metrics"])
+        if rank > 0:   # the saved data stream is rank 0's: the others continue on streams of their own
+            gens["data"].manual_seed(stream_seed(cfg.seed, "data", rank) + state.step)
+    train_model = DDP(model) if world > 1 else model   # DDP: same start (broadcast), gradients averaged
+    if cfg.compile: train_model = torch.compile(train_model)
     crit, reached = task.criterion(), False
     t0 = time.perf_counter()
-    log = lambda msg: tqdm.write(msg, file=sys.stderr)
+    log = (lambda msg: tqdm.write(msg, file=sys.stderr)) if rank == 0 else (lambda msg: None)
+    step_times = []
 
     def evaluate_and_stop(st: TrainState, loss: float) -> bool:
         nonlocal metrics, reached
         if guard.requested: raise KeyboardInterrupt
+        step_times.append(time.perf_counter())
+        if cfg.compile and st.step == 2 + state_start:    # the first step compiled the model, the second did not
+            first, second = step_times[0] - t0, step_times[1] - step_times[0]
+            log(f"torch.compile: first step {first:.1f} s, second {second:.2f} s (compile time about "
+                f"{first - second:.1f} s)")
         if st.step % eval_every and st.step < max_steps: return False
         m = task.evaluate(model, gens["eval"], device)
         log(f"step {st.step}: loss {loss:.4f}, {task.describe(m)}")
         if task.reached(m):
             metrics = task.evaluate(model, gens["check"], device)       # a second, independent set confirms
             reached = task.reached(metrics)
-            return reached
-        return False
+        return agree(reached, device)       # every process stops at the same step
 
     shape = ", ".join(f"{k}={model.config[k]}" for k in ("N", "d_model", "h", "d_ff", "dropout"))
     log(f"training {task.name}: {count_parameters(model):,} parameters ({shape}), batch {batch_size} x "
-        f"{cfg.accum_steps}, device {device}, steps {state.step} -> at most {max_steps}, checkpoint {out}")
+        f"{cfg.accum_steps}" + (f" x {world} processes" if world > 1 else "") + f", device {device}, "
+        f"{cfg.precision}" + (", activation checkpointing" if cfg.checkpoint_activations else "") +
+        (", torch.compile" if cfg.compile else "") + f", steps {state.step} -> at most {max_steps}, checkpoint {out}")
+    state_start = state.step
     with _DeferredInterrupt() as guard:
         try:
             if state.step < max_steps:
-                run_epoch(task.batches(batch_size, gens["data"], device), model, crit, opt, sched, state=state,
-                          accum_steps=cfg.accum_steps, clip_norm=cfg.clip_norm, max_steps=max_steps,
-                          progress=cfg.progress, desc=task.name, callback=evaluate_and_stop)
+                run_epoch(task.batches(batch_size, gens["data"], device), train_model, crit, opt, sched,
+                          state=state, accum_steps=cfg.accum_steps, clip_norm=cfg.clip_norm, max_steps=max_steps,
+                          progress=cfg.progress and rank == 0, desc=task.name, callback=evaluate_and_stop,
+                          precision=cfg.precision)
         except KeyboardInterrupt:
-            _save(out, model, opt, sched, gens, task, cfg, state, seconds_before + time.perf_counter() - t0, metrics)
+            if rank == 0:
+                _save(out, model, opt, sched, gens, task, cfg, state, seconds_before + time.perf_counter() - t0,
+                      metrics)
             raise Interrupted(state.step, out) from None
     if not reached:                                                      # stopped by max_steps
         metrics = task.evaluate(model, gens["check"], device)
         reached = task.reached(metrics)
     seconds = seconds_before + time.perf_counter() - t0
-    _save(out, model, opt, sched, gens, task, cfg, state, seconds, metrics)
+    if rank == 0: _save(out, model, opt, sched, gens, task, cfg, state, seconds, metrics)   # one writer
+    if os.environ.get(PARAM_DIGEST_ENV):
+        Path(os.environ[PARAM_DIGEST_ENV], f"rank{rank}.sha256").write_text(param_digest(model) + "\n")
     return {"task": task.name, "steps": state.step, "seconds": seconds, "reached": reached, "metrics": metrics,
             "out": str(out)}
 
@@ -241,6 +308,11 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--clip-norm", type=float, metavar="X", help="clip the gradient norm to X")
     t.add_argument("--threads", type=int, metavar="T", help="torch CPU threads (default: torch's choice)")
     t.add_argument("--no-progress", dest="progress", action="store_false", help="no progress bar")
+    t.add_argument("--precision", default="fp32", choices=list(PRECISIONS),
+                   help="autocast precision (default: fp32; fp16 only on a GPU, with a GradScaler)")
+    t.add_argument("--checkpoint-activations", action="store_true",
+                   help="recompute each layer's activations in the backward pass (less memory, more time)")
+    t.add_argument("--compile", action="store_true", help="torch.compile the model (prints the compile time)")
     e = sub.add_parser("eval", help="evaluate a checkpoint; prints one JSON line")
     e.add_argument("--task", default="copy", choices=list(TASKS), help="default: copy")
     e.add_argument("--checkpoint", required=True, metavar="DIR", help="a folder written by train")
@@ -260,6 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if args.command == "train":
             r = train(config_from_args(args))
+            if int(os.environ.get("RANK", "0")) != 0: return 0       # under torchrun, rank 0 alone reports
             verdict = "target reached" if r["reached"] else "target NOT reached"
             print(f"{r['task']}: {TASKS[r['task']]().describe(r['metrics'])} after {r['steps']} steps in "
                   f"{r['seconds']:.1f} s ({verdict}); checkpoint: {r['out']}", flush=True)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
 
@@ -21,8 +22,8 @@ from .attention import subsequent_mask
 from .model import EncoderDecoder
 
 # %% auto #0
-__all__ = ['Batch', 'rate', 'noam_optimizer', 'LabelSmoothing', 'TrainState', 'batch_loss', 'train_step', 'run_epoch',
-           'greedy_decode', 'copy_task_batches', 'copy_task_accuracy']
+__all__ = ['PRECISIONS', 'Batch', 'rate', 'noam_optimizer', 'LabelSmoothing', 'TrainState', 'autocast_context', 'unwrap_model',
+           'batch_loss', 'train_step', 'run_epoch', 'greedy_decode', 'copy_task_batches', 'copy_task_accuracy']
 
 # %% ../nbs/06_training.ipynb #e09be47b
 class Batch:
@@ -111,27 +112,66 @@ class TrainState:
     samples: int = 0     # sequences seen
     tokens: int = 0      # target tokens seen (padding excluded)
 
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+def autocast_context(device_type: str, precision: str = "fp32"):
+    """The context that runs a forward pass in `precision` on `device_type` ("cpu", "cuda"): `torch.autocast` for
+    bf16/fp16 (matrix products in half precision, reductions such as softmax and the loss in fp32), nothing for fp32."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}.")
+    if precision == "fp16" and device_type == "cpu":
+        raise ValueError("precision='fp16' is not supported on the CPU (no loss scaling there, slow fp16 kernels); "
+                         "use precision='bf16' or 'fp32'.")
+    if precision == "fp32": return nullcontext()
+    return torch.autocast(device_type, dtype=PRECISIONS[precision])
+
+def unwrap_model(model: nn.Module) -> nn.Module:
+    "The `EncoderDecoder` inside a `DistributedDataParallel` and/or `torch.compile` wrapper (or `model` itself)."
+    while True:
+        inner = getattr(model, "module", None) or getattr(model, "_orig_mod", None)
+        if not isinstance(inner, nn.Module): return model
+        model = inner
+
 def batch_loss(model: EncoderDecoder, batch: Batch, criterion: nn.Module) -> Tensor:
-    "Teacher-forced forward pass: the loss summed over the batch's target tokens (a scalar)."
+    """Teacher-forced forward pass: the loss summed over the batch's target tokens (a scalar). `model` may be
+    wrapped (DDP, `torch.compile`): the wrapper runs the forward pass, the generator comes from the model inside."""
     out = model(batch.src, batch.tgt, batch.src_mask, batch.tgt_mask)       # (batch, tgt_len, d_model)
-    log_probs = model.generator(out)                                        # (batch, tgt_len, vocab)
+    log_probs = unwrap_model(model).generator(out)                          # (batch, tgt_len, vocab)
     return criterion(log_probs.reshape(-1, log_probs.size(-1)), batch.tgt_y.reshape(-1))
 
 def train_step(model: EncoderDecoder, batches: list[Batch], criterion: nn.Module, optimizer: torch.optim.Optimizer,
-               scheduler=None, clip_norm: float | None = None) -> tuple[float, int]:
+               scheduler=None, clip_norm: float | None = None, *, precision: str = "fp32",
+               scaler: torch.amp.GradScaler | None = None) -> tuple[float, int]:
     """One optimizer step over `batches` (k micro-batches). Each micro-batch's summed loss is divided by the target
     tokens of all k, so the accumulated gradient is that of the per-token mean over the group, as if it were one
-    batch. The optimizer and `scheduler` step once. Returns (loss summed over the group, target tokens)."""
+    batch. The optimizer and `scheduler` step once. Returns (loss summed over the group, target tokens).
+    `precision` ("fp32", "bf16", "fp16") runs the forward passes under `autocast_context`; fp16 needs a
+    `torch.amp.GradScaler` in `scaler`. A `DistributedDataParallel` model averages gradients across processes only
+    on the last micro-batch (`no_sync` on the others)."""
     total = sum(b.ntokens for b in batches)
     if total == 0: raise ValueError("these batches hold no target tokens (all padding); nothing to learn from.")
+    device_type = batches[0].src.device.type
+    autocast_context(device_type, precision)           # validates the precision before any work
+    if precision == "fp16" and scaler is None:
+        raise ValueError("precision='fp16' needs loss scaling: pass scaler=torch.amp.GradScaler('cuda').")
     loss_sum = torch.zeros((), dtype=torch.float64)
-    for b in batches:
-        loss = batch_loss(model, b, criterion)
-        (loss / total).backward()                     # gradients add up over the micro-batches
+    for i, b in enumerate(batches):
+        last = i == len(batches) - 1
+        sync = nullcontext() if last or not hasattr(model, "no_sync") else model.no_sync()
+        with sync:                                       # DDP: all-reduce the gradients once, after the last one
+            with autocast_context(device_type, precision):
+                loss = batch_loss(model, b, criterion)   # fp32 (log-softmax and the loss run in fp32)
+            scaled = loss / total
+            (scaler.scale(scaled) if scaler is not None else scaled).backward()   # gradients add up
         loss_sum += loss.detach().to("cpu", torch.float64)
+    if scaler is not None: scaler.unscale_(optimizer)   # true gradients before clipping
     if clip_norm is not None:
         nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
-    optimizer.step()
+    if scaler is not None:
+        scaler.step(optimizer)                           # skipped when a gradient is inf/NaN
+        scaler.update()
+    else:
+        optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     if scheduler is not None: scheduler.step()        # once per optimizer step, not per micro-batch
     return loss_sum.item(), total
@@ -148,11 +188,13 @@ def run_epoch(batches: Iterable[Batch], model: EncoderDecoder, criterion: nn.Mod
               optimizer: torch.optim.Optimizer | None = None, scheduler=None, *, mode: str = "train",
               state: TrainState | None = None, accum_steps: int = 1, clip_norm: float | None = None,
               max_steps: int | None = None, progress: bool = True, desc: str | None = None,
-              callback: Callable[[TrainState, float], bool] | None = None) -> tuple[float, TrainState]:
+              callback: Callable[[TrainState, float], bool] | None = None, precision: str = "fp32",
+              scaler: torch.amp.GradScaler | None = None) -> tuple[float, TrainState]:
     """Train (`mode="train"`) or evaluate (`mode="eval"`: no gradients, dropout off) on `batches`. Returns the mean
     loss per target token and the updated `state`. In training, every `accum_steps` batches make one optimizer step;
     the loop ends when `batches` runs out, when `state.step` reaches `max_steps`, or when
-    `callback(state, step_loss_per_token)` returns True."""
+    `callback(state, step_loss_per_token)` returns True. `precision` and `scaler` go to `train_step` (for fp16 a
+    `GradScaler` is made when none is given); evaluation uses the same autocast."""
     if mode not in ("train", "eval"): raise ValueError(f"mode must be 'train' or 'eval', got {mode!r}.")
     if mode == "train" and optimizer is None: raise ValueError("mode='train' needs an optimizer.")
     if accum_steps < 1: raise ValueError(f"accum_steps must be >= 1, got {accum_steps}.")
@@ -163,7 +205,9 @@ def run_epoch(batches: Iterable[Batch], model: EncoderDecoder, criterion: nn.Mod
         model.eval()
         with torch.no_grad():
             for b in tqdm(batches, total=n, desc=desc or "eval", unit="batch", disable=not progress, leave=False):
-                total_loss += batch_loss(model, b, criterion).item(); total_tokens += b.ntokens
+                with autocast_context(b.src.device.type, precision):
+                    total_loss += batch_loss(model, b, criterion).item()
+                total_tokens += b.ntokens
         return total_loss / max(total_tokens, 1), state
     total = None if n is None else math.ceil(n / accum_steps)
     if max_steps is not None: total = max(0, max_steps - state.step) if total is None else min(total, max(0, max_steps - state.step))
@@ -173,7 +217,10 @@ def run_epoch(batches: Iterable[Batch], model: EncoderDecoder, criterion: nn.Mod
         while max_steps is None or state.step < max_steps:   # test first: never draw a batch that will not be used
             group = next(groups, None)
             if group is None: break
-            loss, ntokens = train_step(model, group, criterion, optimizer, scheduler, clip_norm)
+            if precision == "fp16" and scaler is None:
+                scaler = torch.amp.GradScaler(group[0].src.device.type)
+            loss, ntokens = train_step(model, group, criterion, optimizer, scheduler, clip_norm,
+                                       precision=precision, scaler=scaler)
             total_loss += loss; total_tokens += ntokens
             state.step += 1; state.micro_step += len(group)
             state.samples += sum(b.src.size(0) for b in group); state.tokens += ntokens

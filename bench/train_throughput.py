@@ -1,0 +1,199 @@
+"""Training throughput: this package's model against the same sizes built from `torch.nn.Transformer`.
+
+One training step = forward pass, loss, backward pass, Adam step. Both models use the same embeddings (scaled by
+sqrt(d_model)), sinusoidal positions with dropout, a linear output with log-softmax, the same loss arithmetic
+(summed negative log-likelihood divided by the target tokens) and the same Adam (fused where torch offers it).
+The variants run interleaved (one timing block of each, repeated), and the median per step is reported, with the
+machine's load average before and after. Usage:
+
+    python bench/train_throughput.py                          # the CPU configuration (vocab 8000, d_model 256, N 3)
+    python bench/train_throughput.py --device cuda --preset base    # the base model on a GPU (bf16, fp16, memory)
+
+It prints a table and writes JSON (default `bench/results/train_throughput-<machine>.json`) with the machine named.
+Model FLOPs are counted analytically (matrix products and attention, times 3 for forward + backward) and divided by
+the rate of a large `torch.mm` measured on the same machine (in the same dtype), which gives the fraction of the
+measured matrix-multiply peak (MFU).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+sys.path.insert(0, str(Path(__file__).parent))
+from copy_task import machine, slug  # noqa: E402  (the same machine description as the other benchmarks)
+
+from annotated_transformer.model import make_model  # noqa: E402
+from annotated_transformer.positional import sinusoid_table  # noqa: E402
+from annotated_transformer.attention import subsequent_mask  # noqa: E402
+from annotated_transformer.training import autocast_context  # noqa: E402
+
+PRESETS = {
+    "cpu": dict(vocab=8000, d_model=256, h=8, d_ff=1024, N=3, batch=32, src_len=32, tgt_len=32, dropout=0.1),
+    "base": dict(vocab=32000, d_model=512, h=8, d_ff=2048, N=6, batch=64, src_len=128, tgt_len=128, dropout=0.1),
+}
+
+
+class TorchTransformer(nn.Module):
+    "The same sizes from `nn.Transformer`: scaled embeddings, sinusoids + dropout, a linear output + log-softmax."
+    def __init__(self, vocab: int, d_model: int, h: int, d_ff: int, N: int, dropout: float, max_len: int = 5000):
+        super().__init__()
+        self.d_model = d_model
+        self.src_embed, self.tgt_embed = nn.Embedding(vocab, d_model), nn.Embedding(vocab, d_model)
+        self.register_buffer("pe", sinusoid_table(max_len, d_model), persistent=False)
+        self.drop = nn.Dropout(dropout)
+        self.transformer = nn.Transformer(d_model, h, N, N, d_ff, dropout, batch_first=True)
+        self.proj = nn.Linear(d_model, vocab)
+
+    def embed(self, lut: nn.Embedding, x):
+        return self.drop(lut(x) * math.sqrt(self.d_model) + self.pe[: x.size(1)])     # (b, t, d_model)
+
+    def forward(self, src, tgt):
+        t = tgt.size(1)
+        causal = nn.Transformer.generate_square_subsequent_mask(t, device=tgt.device)
+        out = self.transformer(self.embed(self.src_embed, src), self.embed(self.tgt_embed, tgt), tgt_mask=causal,
+                               tgt_is_causal=True)                                      # (b, t, d_model)
+        return F.log_softmax(self.proj(out), dim=-1)                                    # (b, t, vocab)
+
+
+def model_flops(c: dict) -> float:
+    "Matrix-multiply FLOPs of one training step (forward x 3): linear layers, attention scores and mixing, output."
+    b, s, t, d, f, n, v = c["batch"], c["src_len"], c["tgt_len"], c["d_model"], c["d_ff"], c["N"], c["vocab"]
+    enc = n * (b * s * (4 * d * d + 2 * d * f) * 2 + 2 * 2 * b * s * s * d)            # QKVO + FFN, QK^T and AV
+    dec = n * (b * t * (4 * d * d + 2 * d * f) * 2 + 2 * 2 * b * t * t * d               # self-attention + FFN
+               + 2 * (b * t * 2 * d * d + b * s * 2 * d * d) + 2 * 2 * b * t * s * d)     # cross: Q,O on t; K,V on s
+    out = 2 * b * t * d * v
+    return 3.0 * (enc + dec + out)
+
+
+def matmul_peak(device: str, dtype: torch.dtype, n: int = 2048, reps: int = 5) -> float:
+    "FLOP/s of a large square `torch.mm` in `dtype` (the best of `reps`)."
+    a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
+    torch.mm(a, b)
+    best = float("inf")
+    for _ in range(reps):
+        sync(device); t0 = time.perf_counter(); torch.mm(a, b); sync(device)
+        best = min(best, time.perf_counter() - t0)
+    return 2 * n ** 3 / best
+
+
+def sync(device: str):
+    if device == "cuda": torch.cuda.synchronize()
+
+
+def make_variant(name: str, c: dict, device: str, fused: bool):
+    "A (step function, model) pair; the step runs forward, loss, backward and Adam."
+    torch.manual_seed(0)
+    ours = not name.startswith("torch")
+    if ours:
+        model = make_model(c["vocab"], c["vocab"], N=c["N"], d_model=c["d_model"], d_ff=c["d_ff"], h=c["h"],
+                           dropout=c["dropout"], checkpoint_activations="ckpt" in name)
+        if "nn-dropout" in name:        # the package's model with torch's own dropout: what the custom one saves
+            for parent in model.modules():
+                for k, m in parent.named_children():
+                    if isinstance(m, nn.Dropout): setattr(parent, k, nn.Dropout(m.p))
+    else:
+        model = TorchTransformer(c["vocab"], c["d_model"], c["h"], c["d_ff"], c["N"], c["dropout"])
+    model.to(device).train()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=fused)
+    precision = "bf16" if "bf16" in name else "fp16" if "fp16" in name else "fp32"
+    scaler = torch.amp.GradScaler(device) if precision == "fp16" else None
+    g = torch.Generator().manual_seed(1)
+    src = torch.randint(1, c["vocab"], (c["batch"], c["src_len"]), generator=g).to(device)
+    tgt = torch.randint(1, c["vocab"], (c["batch"], c["tgt_len"] + 1), generator=g).to(device)
+    tgt_in, tgt_y = tgt[:, :-1], tgt[:, 1:]
+    src_mask = (src != 0).unsqueeze(-2)                                           # (b, 1, s)
+    tgt_mask = (tgt_in != 0).unsqueeze(-2) & subsequent_mask(c["tgt_len"], device=device)   # (b, t, t)
+    ntokens = tgt_y.numel()
+
+    def step():
+        with autocast_context(device, precision):
+            logp = model.generator(model(src, tgt_in, src_mask, tgt_mask)) if ours else model(src, tgt_in)
+            loss = F.nll_loss(logp.float().reshape(-1, c["vocab"]), tgt_y.reshape(-1), reduction="sum") / ntokens
+        if scaler is not None:
+            scaler.scale(loss).backward(); scaler.step(opt); scaler.update()
+        else:
+            loss.backward(); opt.step()
+        opt.zero_grad(set_to_none=True)
+    return step, model
+
+
+def main(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--preset", default=None, choices=list(PRESETS), help="default: cpu on the CPU, base on a GPU")
+    p.add_argument("--variants", nargs="+", default=None)
+    p.add_argument("--repeats", type=int, default=5, help="interleaved rounds (default 5)")
+    p.add_argument("--steps", type=int, default=3, help="steps per timing block (default 3)")
+    p.add_argument("--out", default=None)
+    args = p.parse_args(argv)
+    device = args.device
+    c = PRESETS[args.preset or ("base" if device == "cuda" else "cpu")]
+    variants = args.variants or (["ours-fp32", "torch-fp32", "ours-bf16", "torch-bf16", "ours-fp32-ckpt",
+                                  "ours-fp32-nn-dropout"] + (["ours-fp16", "ours-bf16-ckpt"] if device == "cuda" else []))
+    fused = True
+    try: torch.optim.Adam([nn.Parameter(torch.zeros(1, device=device))], fused=True)
+    except (RuntimeError, ValueError): fused = False
+    load_before = os.getloadavg()[0]
+    peak = {"fp32": matmul_peak(device, torch.float32), "bf16": matmul_peak(device, torch.bfloat16)}
+    runs = {v: make_variant(v, c, device, fused) for v in variants}
+    mem = {}
+    for v, (step, _) in runs.items():        # warm-up (and peak memory on a GPU)
+        if device == "cuda": torch.cuda.reset_peak_memory_stats()
+        step(); step(); sync(device)
+        if device == "cuda": mem[v] = torch.cuda.max_memory_allocated() / 2 ** 20
+    times = {v: [] for v in variants}
+    for _ in range(args.repeats):            # interleaved: every variant sees the same background load
+        for v, (step, _) in runs.items():
+            sync(device); t0 = time.perf_counter()
+            for _ in range(args.steps): step()
+            sync(device); times[v].append((time.perf_counter() - t0) / args.steps)
+    load_after = os.getloadavg()[0]
+    tokens = c["batch"] * (c["src_len"] + c["tgt_len"])
+    flops = model_flops(c)
+    rows = {}
+    for v in variants:
+        med = statistics.median(times[v])
+        prec = "bf16" if "bf16" in v else "fp16" if "fp16" in v else "fp32"
+        rows[v] = {"step_s": med, "tokens_per_s": tokens / med, "tflops": flops / med / 1e12,
+                   "mfu": flops / med / peak["bf16" if prec in ("bf16", "fp16") else "fp32"],
+                   "step_s_all": times[v], "peak_mem_mib": mem.get(v)}
+    ratios = {}
+    if "ours-fp32" in rows:
+        base = rows["ours-fp32"]["tokens_per_s"]
+        for k, v in [("ours_fp32_over_torch_fp32", "torch-fp32"), ("ours_bf16_over_ours_fp32", "ours-bf16"),
+                     ("ours_fp32_over_nn_dropout", "ours-fp32-nn-dropout")]:
+            if v in rows: ratios[k] = base / rows[v]["tokens_per_s"] if "over_ours" not in k else rows[v]["tokens_per_s"] / base
+        if "ours-fp32-ckpt" in rows: ratios["ckpt_step_time_over_fp32"] = rows["ours-fp32-ckpt"]["step_s"] / rows["ours-fp32"]["step_s"]
+    m = machine()
+    result = {"benchmark": "train_throughput", "device": device, "machine": m, "config": c, "tokens_per_step": tokens,
+              "model_flops_per_step": flops, "matmul_peak_flops": peak, "adam_fused": fused,
+              "repeats": args.repeats, "steps_per_block": args.steps, "load_before": load_before,
+              "load_after": load_after, "variants": rows, "ratios": ratios}
+    where = m["gpu"] if device == "cuda" else f"{m['cpu']} ({m['cores']} cores, {m['torch_threads']} threads)"
+    print(f"{where}; load {load_before:.2f} -> {load_after:.2f}; matmul peak fp32 {peak['fp32'] / 1e9:.0f} GFLOP/s, "
+          f"bf16 {peak['bf16'] / 1e9:.0f} GFLOP/s; {flops / 1e9:.1f} GFLOP per step")
+    print(f"{'variant':24s} {'step ms':>9s} {'tokens/s':>10s} {'MFU':>7s}" + ("  peak MiB" if mem else ""))
+    for v, r in rows.items():
+        print(f"{v:24s} {r['step_s'] * 1e3:9.1f} {r['tokens_per_s']:10.0f} {r['mfu']:7.1%}"
+              + (f"  {r['peak_mem_mib']:8.0f}" if mem else ""))
+    for k, v in ratios.items(): print(f"{k}: {v:.2f}")
+    out = Path(args.out or Path(__file__).parent / "results" / f"train_throughput-{slug(m, device)}.json")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    print(f"wrote {out}")
+    return result
+
+
+if __name__ == "__main__":
+    main()
