@@ -46,7 +46,10 @@ class Generator(nn.Module):
         self.proj = nn.Linear(d_model, vocab)  # weight (vocab, d_model): the same shape as an embedding table
 
     def forward(self, x: Tensor) -> Tensor:
-        return self.proj(x).log_softmax(dim=-1)  # (batch, seq, vocab)
+        logits = self.proj(x)                                 # (batch, seq, vocab)
+        # normalise in at least float32, also under bf16/fp16 autocast (CPU autocast would stay in bf16):
+        # a sum over tens of thousands of exponentials needs the precision; float64 stays float64
+        return logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(dim=-1)
 
 # %% ../nbs/05_model.ipynb #a588ab28
 class EncoderDecoder(nn.Module):
