@@ -35,13 +35,15 @@ from .model import EncoderDecoder, make_model, default_device, count_parameters
 from annotated_transformer.training import (
     Batch, LabelSmoothing, TrainState, noam_optimizer, run_epoch, copy_task_batches, copy_task_accuracy,
     PRECISIONS, autocast_context)
+from .data import (
+    Multi30kTask, MULTI30K_PRESETS, MULTI30K_SPLITS, load_translator, translate, evaluate_translation)
 from .checkpoint import (
     CheckpointError, save_model, load_model, load_config, save_training_state, load_training_state)
 
 # %% auto #0
 __all__ = ['TASKS', 'PARAM_DIGEST_ENV', 'CopyTask', 'TrainConfig', 'UsageError', 'Interrupted', 'resolve_device', 'stream_seed',
-           'param_digest', 'init_distributed', 'agree', 'train', 'evaluate', 'OneLineParser', 'build_parser',
-           'config_from_args', 'main']
+           'param_digest', 'init_distributed', 'agree', 'make_task', 'train', 'evaluate', 'OneLineParser',
+           'build_parser', 'config_from_args', 'main']
 
 # %% ../nbs/91_cli.ipynb #1c220a02
 @dataclass
@@ -80,12 +82,14 @@ class CopyTask:
     def describe(self, metrics: dict) -> str:
         return f"exact match {metrics['exact_match']:.1%} ({metrics['correct']}/{metrics['n']} fresh sequences)"
 
-TASKS = {"copy": CopyTask}
+TASKS = {"copy": CopyTask, "multi30k": Multi30kTask}   # Multi30kTask: the translation chapter
 
 @dataclass
 class TrainConfig:
     "How to train: the options of `annotated-transformer train` (None = the task's default)."
     task: str = "copy"
+    preset: str | None = None          # multi30k: tiny | small | base (default: small)
+    data_dir: str | None = None        # multi30k: folder of the data files (default: the download cache)
     out: str | None = None             # checkpoint folder; default runs/<task>
     max_steps: int | None = None       # total optimizer steps, counted across resumes
     seed: int = 0
@@ -174,11 +178,21 @@ def _save(out: Path, model, opt, sched, gens, task, cfg: TrainConfig, state: Tra
                                           "metrics": metrics}, gens)
     save_model(model, out, {"task": task.name, "step": state.step, "metrics": metrics, "train": asdict(cfg)})
 
+def make_task(name: str, preset: str | None = None, data_dir: str | None = None):
+    "The task `name` of `TASKS`; `preset` and `data_dir` belong to the tasks that read data (multi30k)."
+    if name not in TASKS: raise UsageError(f"unknown task {name!r}; choose from {', '.join(TASKS)}.")
+    if name != "multi30k":
+        if preset is not None or data_dir is not None:
+            raise UsageError(f"--preset and --data-dir apply to --task multi30k, not to {name!r}.")
+        return TASKS[name]()
+    try: return Multi30kTask(preset=preset or "small", data_dir=data_dir)
+    except ValueError as e: raise UsageError(str(e)) from None
+
 def train(cfg: TrainConfig) -> dict:
     """Train `cfg.task` until its target is reached on fresh data or `max_steps`; save the model and the training
     state in `cfg.out`. Returns a summary: steps, seconds, metrics, whether the target was reached, the folder."""
     if cfg.task not in TASKS: raise UsageError(f"unknown task {cfg.task!r}; choose from {', '.join(TASKS)}.")
-    task = TASKS[cfg.task]()
+    task = make_task(cfg.task, cfg.preset, cfg.data_dir)
     device = resolve_device(cfg.device)
     out = Path(cfg.out or f"runs/{task.name}")
     max_steps = cfg.max_steps if cfg.max_steps is not None else task.max_steps
@@ -201,6 +215,8 @@ def _train(cfg: TrainConfig, task, device, out: Path, max_steps: int, eval_every
            rank: int, world: int) -> dict:
     "`train` after the options are checked: one process, or one of `world` data-parallel processes."
     torch.manual_seed(cfg.seed); random.seed(cfg.seed); np.random.seed(cfg.seed)   # the same initial weights everywhere
+    if hasattr(task, "prepare"):   # a task that reads data: load it, learn (or on --resume reload) its tokenizer
+        task.prepare(out, resume=cfg.resume, save=rank == 0)   # the tokenizer goes to `out`, beside the model
     model = task.build_model().to(device)
     model.encoder.checkpoint_activations = model.decoder.checkpoint_activations = cfg.checkpoint_activations
     opt, sched = noam_optimizer(model, model.config["d_model"], task.factor, task.warmup)
@@ -272,7 +288,8 @@ def _train(cfg: TrainConfig, task, device, out: Path, max_steps: int, eval_every
     return {"task": task.name, "steps": state.step, "seconds": seconds, "reached": reached, "metrics": metrics,
             "out": str(out)}
 
-def evaluate(task_name: str, checkpoint: str | Path, n: int | None = None, seed: int = 0, device: str = "auto") -> dict:
+def evaluate(task_name: str, checkpoint: str | Path, n: int | None = None, seed: int = 0, device: str = "auto",
+             split: str = "val", beam: int = 1, data_dir: str | None = None) -> dict:
     "Load `checkpoint` and measure the task's metric on `n` fresh examples from the `test` stream of `seed`."
     if task_name not in TASKS: raise UsageError(f"unknown task {task_name!r}; choose from {', '.join(TASKS)}.")
     task = TASKS[task_name]()
@@ -280,6 +297,9 @@ def evaluate(task_name: str, checkpoint: str | Path, n: int | None = None, seed:
     if cfg.get("task") != task.name:
         raise UsageError(f"{checkpoint} holds a model for task {cfg.get('task')!r}, not {task.name!r}.")
     dev = resolve_device(device)
+    if task.name == "multi30k":   # BLEU on the first `n` pairs (default all) of a split, greedy or beam search
+        if beam < 1: raise UsageError(f"--beam must be >= 1 (1 is greedy decoding), got {beam}.")
+        return {"task": task.name, **evaluate_translation(checkpoint, split, data_dir, beam, n, dev)}
     model = load_model(checkpoint, dev)
     metrics = task.evaluate(model, torch.Generator().manual_seed(stream_seed(seed, "test")), dev, n)
     return {"task": task.name, "checkpoint": str(checkpoint), **metrics}
@@ -291,10 +311,10 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 def build_parser() -> argparse.ArgumentParser:
-    "The `annotated-transformer` parser with its `train` and `eval` subcommands."
+    "The `annotated-transformer` parser with its `train`, `eval` and `translate` subcommands."
     p = OneLineParser(prog="annotated-transformer",
                       description="Train and evaluate the Annotated Transformer's tasks.")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{train,eval}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{train,eval,translate}")
     t = sub.add_parser("train", help="train a task until it reaches its target, saving a checkpoint")
     t.add_argument("--task", default="copy", choices=list(TASKS), help="what to learn (default: copy)")
     t.add_argument("--out", metavar="DIR", help="checkpoint folder (default: runs/<task>)")
@@ -313,12 +333,23 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--checkpoint-activations", action="store_true",
                    help="recompute each layer's activations in the backward pass (less memory, more time)")
     t.add_argument("--compile", action="store_true", help="torch.compile the model (prints the compile time)")
+    t.add_argument("--preset", choices=list(MULTI30K_PRESETS), help="multi30k: model size (default: small)")
+    t.add_argument("--data-dir", metavar="DIR", help="multi30k: folder of the data files (default: download to the cache)")
     e = sub.add_parser("eval", help="evaluate a checkpoint; prints one JSON line")
     e.add_argument("--task", default="copy", choices=list(TASKS), help="default: copy")
     e.add_argument("--checkpoint", required=True, metavar="DIR", help="a folder written by train")
     e.add_argument("--n", type=int, default=None, metavar="N", help="examples to evaluate (default: the task's)")
     e.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the test examples (default: 0)")
     e.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: auto")
+    e.add_argument("--split", default="val", choices=list(MULTI30K_SPLITS), help="multi30k: which split (default: val)")
+    e.add_argument("--beam", type=int, default=1, metavar="K", help="multi30k: beam size (default: 1, greedy)")
+    e.add_argument("--data-dir", metavar="DIR", help="multi30k: data folder (default: the one the run trained on)")
+    tr = sub.add_parser("translate", help="translate sentences (arguments, or lines of standard input) with a checkpoint")
+    tr.add_argument("sentences", nargs="*", help="sentences to translate (none: read standard input, one per line)")
+    tr.add_argument("--checkpoint", required=True, metavar="DIR", help="a folder written by train --task multi30k")
+    tr.add_argument("--beam", type=int, default=1, metavar="K", help="beam size (default: 1, greedy)")
+    tr.add_argument("--max-len", type=int, metavar="N", help="output tokens at most (default: source tokens + 50)")
+    tr.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: auto")
     return p
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
@@ -333,14 +364,21 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "train":
             r = train(config_from_args(args))
             if int(os.environ.get("RANK", "0")) != 0: return 0       # under torchrun, rank 0 alone reports
-            verdict = "target reached" if r["reached"] else "target NOT reached"
+            verdict = ("target reached" if r["reached"] else "no target set" if getattr(TASKS[r["task"]](), "target_bleu", 0) is None
+                       else "target NOT reached")
             print(f"{r['task']}: {TASKS[r['task']]().describe(r['metrics'])} after {r['steps']} steps in "
                   f"{r['seconds']:.1f} s ({verdict}); checkpoint: {r['out']}", flush=True)
+        elif args.command == "eval":
+            print(json.dumps(evaluate(args.task, args.checkpoint, args.n, args.seed, args.device, args.split, args.beam,
+                                      args.data_dir)), flush=True)
         else:
-            print(json.dumps(evaluate(args.task, args.checkpoint, args.n, args.seed, args.device)), flush=True)
+            if args.beam < 1: raise UsageError(f"--beam must be >= 1 (1 is greedy decoding), got {args.beam}.")
+            sentences = args.sentences or [s.strip() for s in sys.stdin if s.strip()]
+            model, tok = load_translator(args.checkpoint, resolve_device(args.device))
+            for line in translate(model, tok, sentences, beam=args.beam, max_len=args.max_len): print(line, flush=True)
     except UsageError as e:
         parser.exit(2, f"{parser.prog}: error: {e}\n")
-    except (CheckpointError, FileNotFoundError) as e:
+    except (CheckpointError, FileNotFoundError, ConnectionError) as e:
         parser.exit(1, f"{parser.prog}: error: {e}\n")
     except KeyboardInterrupt as e:
         parser.exit(130, f"{parser.prog}: {e if isinstance(e, Interrupted) else 'interrupted'}\n")
