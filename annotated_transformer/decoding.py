@@ -154,21 +154,11 @@ def sample(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len:
     if not temperature > 0:
         raise ValueError(f"temperature must be > 0, got {temperature}; use top_k=1 for greedy decoding.")
     if top_k is not None and top_k < 1: raise ValueError(f"top_k must be >= 1 or None (no cut), got {top_k}.")
-    memory = model.encode(src, src_mask)                                       # (batch, src_len, d_model)
-    ys = torch.full((src.size(0), 1), start_symbol, dtype=torch.long, device=src.device)   # (batch, 1)
-    done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)
-    fill = end_symbol if pad_symbol is None else pad_symbol
-    cache = model.new_cache()
-    for _ in range(max_len - 1):
-        out = model.decode(memory, src_mask, ys[:, -1:], None, cache)         # (batch, 1, d_model)
-        scores = model.generator(out[:, -1]).float() / temperature             # (batch, V): log p / T
+    def draw(logp: Tensor) -> Tensor:                                          # (batch, V) -> (batch,)
+        scores = logp.float() / temperature                                    # log p / T
         if top_k is not None and top_k < scores.size(-1):
             kth = scores.topk(top_k, dim=-1).values[:, -1:]                    # (batch, 1): the k-th largest
             scores = scores.masked_fill(scores < kth, float("-inf"))
-        next_word = torch.multinomial(scores.softmax(-1), 1, generator=generator).squeeze(1)   # (batch,)
-        if end_symbol is not None:
-            next_word = next_word.masked_fill(done, fill)
-            done = done | (next_word == end_symbol)
-        ys = torch.cat([ys, next_word.unsqueeze(1)], dim=1)                    # (batch, t + 1)
-        if end_symbol is not None and bool(done.all()): break
-    return ys
+        return torch.multinomial(scores.softmax(-1), 1, generator=generator).squeeze(1)
+    # chapter 6's loop (with the cache): only the choice of the next token differs
+    return greedy_decode(model, src, src_mask, max_len, start_symbol, end_symbol, pad_symbol=pad_symbol, pick=draw)

@@ -233,11 +233,13 @@ def run_epoch(batches: Iterable[Batch], model: EncoderDecoder, criterion: nn.Mod
 # %% ../nbs/06_training.ipynb #66458d38
 @torch.no_grad()
 def greedy_decode(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len: int, start_symbol: int,
-                  end_symbol: int | None = None, *, pad_symbol: int | None = None, use_cache: bool = True) -> Tensor:
+                  end_symbol: int | None = None, *, pad_symbol: int | None = None, use_cache: bool = True,
+                  pick=None) -> Tensor:
     """Greedy decoding of a batch: `(batch, src_len)` -> `(batch, length)` ids that begin with `start_symbol`,
     `length <= max_len`. A row that has produced `end_symbol` emits `pad_symbol` (default: `end_symbol`) from then on,
     and the loop stops once every row has. `use_cache` feeds one token per step and reuses earlier keys and values;
-    `use_cache=False` recomputes the whole prefix each step. Put the model in eval mode first."""
+    `use_cache=False` recomputes the whole prefix each step. `pick` maps the `(batch, vocab)` log-probabilities to the
+    next ids (default: argmax; chapter 7's `sample` draws instead). Put the model in eval mode first."""
     if max_len < 1: raise ValueError(f"max_len must be >= 1 (it counts the start symbol), got {max_len}.")
     memory = model.encode(src, src_mask)                                       # (batch, src_len, d_model)
     ys = torch.full((src.size(0), 1), start_symbol, dtype=torch.long, device=src.device)   # (batch, 1)
@@ -249,7 +251,8 @@ def greedy_decode(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, m
             out = model.decode(memory, src_mask, ys[:, -1:], None, cache)      # (batch, 1, d_model)
         else:           # the whole prefix again, under the causal mask
             out = model.decode(memory, src_mask, ys, subsequent_mask(ys.size(1), device=src.device))  # (batch, t, d_model)
-        next_word = model.generator(out[:, -1]).argmax(dim=-1)                 # (batch,)
+        logp = model.generator(out[:, -1])                                    # (batch, vocab)
+        next_word = logp.argmax(dim=-1) if pick is None else pick(logp)        # (batch,)
         if end_symbol is not None:
             next_word = next_word.masked_fill(done, fill)
             done = done | (next_word == end_symbol)
