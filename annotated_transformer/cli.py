@@ -17,6 +17,7 @@ import argparse
 import hashlib
 import json
 import random
+import shutil
 import signal
 import sys
 import threading
@@ -35,15 +36,16 @@ from .model import EncoderDecoder, make_model, default_device, count_parameters
 from annotated_transformer.training import (
     Batch, LabelSmoothing, TrainState, noam_optimizer, run_epoch, copy_task_batches, copy_task_accuracy,
     PRECISIONS, autocast_context)
-from .data import (
-    Multi30kTask, MULTI30K_PRESETS, MULTI30K_SPLITS, load_translator, translate, evaluate_translation)
+from annotated_transformer.data import (
+    Multi30kTask, MULTI30K_PRESETS, MULTI30K_SPLITS, load_translator, translate, evaluate_translation,
+    average_checkpoints)
 from .checkpoint import (
-    CheckpointError, save_model, load_model, load_config, save_training_state, load_training_state)
+    CheckpointError, atomic_write, save_model, load_model, load_config, save_training_state, load_training_state)
 
 # %% auto #0
-__all__ = ['TASKS', 'PARAM_DIGEST_ENV', 'CopyTask', 'TrainConfig', 'UsageError', 'Interrupted', 'resolve_device', 'stream_seed',
-           'param_digest', 'init_distributed', 'agree', 'make_task', 'train', 'evaluate', 'OneLineParser',
-           'build_parser', 'config_from_args', 'main']
+__all__ = ['TASKS', 'PARAM_DIGEST_ENV', 'SNAPSHOT_PREFIX', 'SIDE_FILES', 'CopyTask', 'TrainConfig', 'UsageError', 'Interrupted',
+           'resolve_device', 'stream_seed', 'param_digest', 'init_distributed', 'agree', 'snapshots', 'snapshot',
+           'average', 'make_task', 'train', 'evaluate', 'OneLineParser', 'build_parser', 'config_from_args', 'main']
 
 # %% ../nbs/91_cli.ipynb #1c220a02
 @dataclass
@@ -103,6 +105,7 @@ class TrainConfig:
     progress: bool = True
     precision: str = "fp32"            # fp32 | bf16 | fp16 (fp16: GPU only, with a GradScaler)
     checkpoint_activations: bool = False   # recompute each layer's activations in the backward pass
+    keep_checkpoints: int = 0          # at each evaluation also save the model to out/step-<N>; keep the newest K
     compile: bool = False              # torch.compile the model (the first step includes the compile time)
 
 class UsageError(Exception):
@@ -178,6 +181,43 @@ def _save(out: Path, model, opt, sched, gens, task, cfg: TrainConfig, state: Tra
                                           "metrics": metrics}, gens)
     save_model(model, out, {"task": task.name, "step": state.step, "metrics": metrics, "train": asdict(cfg)})
 
+SNAPSHOT_PREFIX = "step-"   # the folders of `--keep-checkpoints`: out/step-<N>
+SIDE_FILES = ("tokenizer.json", "task.json")   # what a translation checkpoint needs besides the model
+
+def _copy_side_files(src: Path, dst: Path) -> None:
+    for name in SIDE_FILES:
+        if (src / name).is_file(): atomic_write(dst / name, lambda tmp: shutil.copyfile(src / name, tmp))
+
+def snapshots(out: str | Path) -> list[Path]:
+    "The `step-<N>` folders in `out`, oldest first."
+    n = len(SNAPSHOT_PREFIX)
+    return sorted((p for p in Path(out).glob(SNAPSHOT_PREFIX + "*") if p.is_dir() and p.name[n:].isdigit()),
+                  key=lambda p: int(p.name[n:]))
+
+def snapshot(out: Path, model, task, step: int, metrics: dict | None, keep: int) -> Path:
+    """Save the model alone (no optimizer state) in `out/step-<step>`, with the tokenizer and task settings that `out`
+    holds, then delete all but the newest `keep` such folders. `annotated-transformer average` averages them."""
+    folder = save_model(model, out / f"{SNAPSHOT_PREFIX}{step}", {"task": task.name, "step": step, "metrics": metrics})
+    _copy_side_files(out, folder)
+    for old in snapshots(out)[:-keep]: shutil.rmtree(old)
+    return folder
+
+def average(checkpoints: list[str | Path], out: str | Path) -> dict:
+    """Average the weights of the checkpoint folders `checkpoints` (one model) into the new folder `out`, with the
+    last one's tokenizer and task settings; `eval` and `translate` use it like any checkpoint."""
+    paths, out = [Path(p) for p in checkpoints], Path(out)
+    if not paths: raise UsageError("no checkpoints to average; pass two or more checkpoint folders.")
+    if any(p.resolve() == out.resolve() for p in paths):
+        raise UsageError(f"--out {out} is one of the checkpoints being averaged; write the average to a new folder.")
+    try: state = average_checkpoints(paths)
+    except ValueError as e: raise UsageError(str(e)) from None
+    model = load_model(paths[-1])
+    model.load_state_dict(state)
+    cfg = {k: v for k, v in load_config(paths[-1]).items() if k not in ("format_version", "model", "metrics")}
+    save_model(model, out, {**cfg, "metrics": None, "averaged": [str(p) for p in paths]})
+    _copy_side_files(paths[-1], out)
+    return {"out": str(out), "averaged": [str(p) for p in paths], "steps": [load_config(p).get("step") for p in paths]}
+
 def make_task(name: str, preset: str | None = None, data_dir: str | None = None):
     "The task `name` of `TASKS`; `preset` and `data_dir` belong to the tasks that read data (multi30k)."
     if name not in TASKS: raise UsageError(f"unknown task {name!r}; choose from {', '.join(TASKS)}.")
@@ -200,6 +240,7 @@ def train(cfg: TrainConfig) -> dict:
     batch_size = cfg.batch_size or task.batch_size
     if min(max_steps, eval_every, batch_size, cfg.accum_steps) < 1:
         raise UsageError("--max-steps, --eval-every, --batch-size and --accum-steps must be positive.")
+    if cfg.keep_checkpoints < 0: raise UsageError(f"--keep-checkpoints must be >= 0, got {cfg.keep_checkpoints}.")
     if cfg.threads is not None:
         if cfg.threads < 1: raise UsageError(f"--threads must be >= 1, got {cfg.threads}.")
         torch.set_num_threads(cfg.threads)
@@ -220,7 +261,10 @@ def _train(cfg: TrainConfig, task, device, out: Path, max_steps: int, eval_every
     model = task.build_model().to(device)
     model.encoder.checkpoint_activations = model.decoder.checkpoint_activations = cfg.checkpoint_activations
     opt, sched = noam_optimizer(model, model.config["d_model"], task.factor, task.warmup)
-    gens = {p: torch.Generator().manual_seed(stream_seed(cfg.seed, p, rank if p == "data" else 0))
+    # a task that draws its data (copy) gives each process a stream of its own; one that reads a fixed set
+    # (multi30k, `shards_data`) gives all the same stream and each process takes its own share of the batches
+    shards = getattr(task, "shards_data", False)
+    gens = {p: torch.Generator().manual_seed(stream_seed(cfg.seed, p, rank if p == "data" and not shards else 0))
             for p in ("data", "eval", "check")}
     state, seconds_before, metrics = TrainState(), 0.0, None
     if cfg.resume:
@@ -235,7 +279,7 @@ def _train(cfg: TrainConfig, task, device, out: Path, max_steps: int, eval_every
                                   f"{saved_state.get('step')}) come from different saves.")
         state, seconds_before, metrics = (TrainState(**saved_state["counters"]), saved_state["seconds"],
                                           saved_state["metrics"])
-        if rank > 0:   # the saved data stream is rank 0's: the others continue on streams of their own
+        if rank > 0 and not shards:   # the saved data stream is rank 0's: the others continue on their own
             gens["data"].manual_seed(stream_seed(cfg.seed, "data", rank) + state.step)
     train_model = DDP(model) if world > 1 else model   # DDP: same start (broadcast), gradients averaged
     if cfg.compile: train_model = torch.compile(train_model)
@@ -255,6 +299,7 @@ def _train(cfg: TrainConfig, task, device, out: Path, max_steps: int, eval_every
         if st.step % eval_every and st.step < max_steps: return False
         m = task.evaluate(model, gens["eval"], device)
         log(f"step {st.step}: loss {loss:.4f}, {task.describe(m)}")
+        if cfg.keep_checkpoints and rank == 0: snapshot(out, model, task, st.step, m, cfg.keep_checkpoints)
         if task.reached(m):
             metrics = task.evaluate(model, gens["check"], device)       # a second, independent set confirms
             reached = task.reached(metrics)
@@ -269,7 +314,9 @@ def _train(cfg: TrainConfig, task, device, out: Path, max_steps: int, eval_every
     with _DeferredInterrupt() as guard:
         try:
             if state.step < max_steps:
-                run_epoch(task.batches(batch_size, gens["data"], device), train_model, crit, opt, sched,
+                batches = (task.batches(batch_size, gens["data"], device, rank=rank, world=world) if shards
+                           else task.batches(batch_size, gens["data"], device))
+                run_epoch(batches, train_model, crit, opt, sched,
                           state=state, accum_steps=cfg.accum_steps, clip_norm=cfg.clip_norm, max_steps=max_steps,
                           progress=cfg.progress and rank == 0, desc=task.name, callback=evaluate_and_stop,
                           precision=cfg.precision)
@@ -311,10 +358,10 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 def build_parser() -> argparse.ArgumentParser:
-    "The `annotated-transformer` parser with its `train`, `eval` and `translate` subcommands."
+    "The `annotated-transformer` parser with its `train`, `eval`, `translate` and `average` subcommands."
     p = OneLineParser(prog="annotated-transformer",
                       description="Train and evaluate the Annotated Transformer's tasks.")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{train,eval,translate}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{train,eval,translate,average}")
     t = sub.add_parser("train", help="train a task until it reaches its target, saving a checkpoint")
     t.add_argument("--task", default="copy", choices=list(TASKS), help="what to learn (default: copy)")
     t.add_argument("--out", metavar="DIR", help="checkpoint folder (default: runs/<task>)")
@@ -333,6 +380,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--checkpoint-activations", action="store_true",
                    help="recompute each layer's activations in the backward pass (less memory, more time)")
     t.add_argument("--compile", action="store_true", help="torch.compile the model (prints the compile time)")
+    t.add_argument("--keep-checkpoints", type=int, default=0, metavar="K",
+                   help="at each evaluation also save the model in OUT/step-N, keeping the newest K (for average)")
     t.add_argument("--preset", choices=list(MULTI30K_PRESETS), help="multi30k: model size (default: small)")
     t.add_argument("--data-dir", metavar="DIR", help="multi30k: folder of the data files (default: download to the cache)")
     e = sub.add_parser("eval", help="evaluate a checkpoint; prints one JSON line")
@@ -344,6 +393,9 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--split", default="val", choices=list(MULTI30K_SPLITS), help="multi30k: which split (default: val)")
     e.add_argument("--beam", type=int, default=1, metavar="K", help="multi30k: beam size (default: 1, greedy)")
     e.add_argument("--data-dir", metavar="DIR", help="multi30k: data folder (default: the one the run trained on)")
+    a = sub.add_parser("average", help="average the weights of checkpoints of one model into a new checkpoint")
+    a.add_argument("checkpoints", nargs="+", metavar="DIR", help="checkpoint folders, e.g. RUN/step-*")
+    a.add_argument("--out", required=True, metavar="DIR", help="the new checkpoint folder")
     tr = sub.add_parser("translate", help="translate sentences (arguments, or lines of standard input) with a checkpoint")
     tr.add_argument("sentences", nargs="*", help="sentences to translate (none: read standard input, one per line)")
     tr.add_argument("--checkpoint", required=True, metavar="DIR", help="a folder written by train --task multi30k")
@@ -371,6 +423,9 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "eval":
             print(json.dumps(evaluate(args.task, args.checkpoint, args.n, args.seed, args.device, args.split, args.beam,
                                       args.data_dir)), flush=True)
+        elif args.command == "average":
+            r = average(args.checkpoints, args.out)
+            print(f"averaged {len(r['averaged'])} checkpoints (steps {r['steps']}) into {r['out']}", flush=True)
         else:
             if args.beam < 1: raise UsageError(f"--beam must be >= 1 (1 is greedy decoding), got {args.beam}.")
             sentences = args.sentences or [s.strip() for s in sys.stdin if s.strip()]

@@ -440,13 +440,19 @@ class Multi30kTask:
         self._need()
         return LabelSmoothing(self.tokenizer.get_vocab_size(), padding_idx=PAD, smoothing=self.smoothing)
 
-    def batches(self, batch_size: int, generator: torch.Generator, device) -> Iterator[Batch]:
-        "Endless token-budget batches of the training pairs; each epoch's order comes from a seed drawn from `generator`."
+    #: the training pairs are one fixed set: data-parallel processes split each epoch's batches between them
+    shards_data = True
+
+    def batches(self, batch_size: int, generator: torch.Generator, device, rank: int = 0,
+                world: int = 1) -> Iterator[Batch]:
+        """Endless token-budget batches of the training pairs; each epoch's order comes from a seed drawn from
+        `generator`. With `world` processes, process `rank` takes every `world`-th batch of that order, so the
+        processes must pass generators in the same state: together they see each pair once per epoch."""
         self._need()
         examples = encode_pairs(self.tokenizer, self.train_pairs)
         while True:
             seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
-            for src, tgt in translation_loader(examples, batch_size, seed=seed):
+            for src, tgt in translation_loader(examples, batch_size, seed=seed, num_replicas=world, rank=rank):
                 yield Batch(src, tgt, PAD).to(device)
 
     def evaluate(self, model: EncoderDecoder, generator: torch.Generator | None, device, n: int | None = None,
