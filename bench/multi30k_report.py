@@ -104,6 +104,11 @@ def main(argv: list[str] | None = None) -> dict:
     test = load_multi30k("test2016", data_dir)
     hyps = translate(model, tok, [d for d, _ in test], beam=args.beam)
     sent = [sacrebleu.sentence_bleu(h, [e]).score for h, (_, e) in zip(hyps, test)]
+    metric = sacrebleu.BLEU(lowercase=True)          # case-insensitive, as scored by tutorials that lowercase
+    lower = metric.corpus_score(hyps, [[e for _, e in test]])
+    scores[f"average_last_{args.average}/test2016/beam{args.beam}/lowercase"] = {
+        "bleu": lower.score, "signature": str(metric.get_signature())}
+    print(f"average, test2016, beam {args.beam}, lowercased: BLEU {lower.score:.2f}", flush=True)
     readable = [i for i, (d, _) in enumerate(test) if 6 <= len(d.split()) <= 14]   # short enough to print
     ranked = sorted(readable, key=lambda i: (sent[i], i))
     pick = lambda idx: [{"de": test[i][0], "en": test[i][1], "hyp": hyps[i], "sentence_bleu": round(sent[i], 1)}
