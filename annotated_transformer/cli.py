@@ -279,7 +279,9 @@ def _train(cfg: TrainConfig, task, device, out: Path, max_steps: int, eval_every
                                   f"{saved_state.get('step')}) come from different saves.")
         state, seconds_before, metrics = (TrainState(**saved_state["counters"]), saved_state["seconds"],
                                           saved_state["metrics"])
-        if rank > 0 and not shards:   # the saved data stream is rank 0's: the others continue on their own
+        if shards:   # the data order follows from the run seed alone; `start` skips what was already consumed
+            gens["data"].manual_seed(stream_seed(cfg.seed, "data"))
+        elif rank > 0:   # the saved data stream is rank 0's: the others continue on streams of their own
             gens["data"].manual_seed(stream_seed(cfg.seed, "data", rank) + state.step)
     train_model = DDP(model) if world > 1 else model   # DDP: same start (broadcast), gradients averaged
     if cfg.compile: train_model = torch.compile(train_model)
@@ -314,7 +316,8 @@ def _train(cfg: TrainConfig, task, device, out: Path, max_steps: int, eval_every
     with _DeferredInterrupt() as guard:
         try:
             if state.step < max_steps:
-                batches = (task.batches(batch_size, gens["data"], device, rank=rank, world=world) if shards
+                batches = (task.batches(batch_size, gens["data"], device, rank=rank, world=world,
+                                        start=state.micro_step) if shards
                            else task.batches(batch_size, gens["data"], device))
                 run_epoch(batches, train_model, crit, opt, sched,
                           state=state, accum_steps=cfg.accum_steps, clip_norm=cfg.clip_norm, max_steps=max_steps,

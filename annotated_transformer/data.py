@@ -443,17 +443,25 @@ class Multi30kTask:
     #: the training pairs are one fixed set: data-parallel processes split each epoch's batches between them
     shards_data = True
 
-    def batches(self, batch_size: int, generator: torch.Generator, device, rank: int = 0,
-                world: int = 1) -> Iterator[Batch]:
-        """Endless token-budget batches of the training pairs; each epoch's order comes from a seed drawn from
-        `generator`. With `world` processes, process `rank` takes every `world`-th batch of that order, so the
-        processes must pass generators in the same state: together they see each pair once per epoch."""
+    def batches(self, batch_size: int, generator: torch.Generator, device, rank: int = 0, world: int = 1,
+                start: int = 0) -> Iterator[Batch]:
+        """Endless token-budget batches of the training pairs, epoch after epoch. The order of every epoch follows
+        from one seed drawn from `generator`, so a resumed run that passes a generator in the same state and
+        `start`, the number of batches it has already consumed, continues exactly where it stopped. With `world`
+        processes, process `rank` takes every `world`-th batch of each epoch's order (`start` counts its own), so
+        all processes must pass generators in the same state: together they see each pair once per epoch."""
         self._need()
         examples = encode_pairs(self.tokenizer, self.train_pairs)
+        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
+        sampler = TokenBudgetSampler([(len(s), len(t)) for s, t in examples], batch_size, seed=seed,
+                                     num_replicas=world, rank=rank)
+        epoch = 0
         while True:
-            seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
-            for src, tgt in translation_loader(examples, batch_size, seed=seed, num_replicas=world, rank=rank):
-                yield Batch(src, tgt, PAD).to(device)
+            sampler.set_epoch(epoch)
+            order = sampler.batches()
+            for b in order[start:]:
+                yield Batch(*collate([examples[i] for i in b]), PAD).to(device)
+            start, epoch = max(0, start - len(order)), epoch + 1
 
     def evaluate(self, model: EncoderDecoder, generator: torch.Generator | None, device, n: int | None = None,
                  beam: int = 1) -> dict:
