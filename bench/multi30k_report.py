@@ -119,7 +119,7 @@ def main(argv: list[str] | None = None) -> dict:
         "machine": machine(), "preset": task["preset"], "task": task,
         "model": load_config(run)["model"], "steps": load_config(run)["step"],
         "train_seconds": state["state"]["seconds"],
-        "snapshots": [str(s) for s in snaps], "averaged": [str(s) for s in snaps[-args.average:]],
+        "snapshots": [s.name for s in snaps], "averaged": [s.name for s in snaps[-args.average:]],
         "curve": curve, "bleu": scores,
         "examples": {"best": pick(ranked[::-1][:4]), "worst": pick(ranked[:4]),
                      "first": pick(range(4))},
