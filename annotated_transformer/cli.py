@@ -204,18 +204,19 @@ def snapshot(out: Path, model, task, step: int, metrics: dict | None, keep: int)
 
 def average(checkpoints: list[str | Path], out: str | Path) -> dict:
     """Average the weights of the checkpoint folders `checkpoints` (one model) into the new folder `out`, with the
-    last one's tokenizer and task settings; `eval` and `translate` use it like any checkpoint."""
+    tokenizer and task settings of the one with the highest step; `eval` and `translate` use it like any other."""
     paths, out = [Path(p) for p in checkpoints], Path(out)
     if not paths: raise UsageError("no checkpoints to average; pass two or more checkpoint folders.")
     if any(p.resolve() == out.resolve() for p in paths):
         raise UsageError(f"--out {out} is one of the checkpoints being averaged; write the average to a new folder.")
     try: state = average_checkpoints(paths)
     except ValueError as e: raise UsageError(str(e)) from None
-    model = load_model(paths[-1])
+    newest = max(paths, key=lambda p: load_config(p).get("step") or 0)   # the order of the arguments is free
+    model = load_model(newest)
     model.load_state_dict(state)
-    cfg = {k: v for k, v in load_config(paths[-1]).items() if k not in ("format_version", "model", "metrics")}
+    cfg = {k: v for k, v in load_config(newest).items() if k not in ("format_version", "model", "metrics")}
     save_model(model, out, {**cfg, "metrics": None, "averaged": [str(p) for p in paths]})
-    _copy_side_files(paths[-1], out)
+    _copy_side_files(newest, out)
     return {"out": str(out), "averaged": [str(p) for p in paths], "steps": [load_config(p).get("step") for p in paths]}
 
 def make_task(name: str, preset: str | None = None, data_dir: str | None = None):
