@@ -1,4 +1,4 @@
-"""Multi30k: the data with pinned checksums, one subword vocabulary for both languages, and batches of similar length under a token budget.
+"""Multi30k: the data with pinned checksums, one subword vocabulary for both languages, batches of similar length under a token budget, and a model trained on it: BLEU, translations and attention maps.
 
 Docs: https://annotated-transformer.github.io/annotated-transformer/translation.html.md"""
 
