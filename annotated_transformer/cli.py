@@ -1,4 +1,4 @@
-"""`annotated-transformer train` and `annotated-transformer eval`: train a task to its target with progress, early stopping, checkpoints, resume and Ctrl-C handling; evaluate a checkpoint.
+"""`annotated-transformer train`, `eval`, `translate` and `average`: train a task to its target with progress, early stopping, checkpoints, snapshots, resume and Ctrl-C handling; evaluate a checkpoint; translate with it; average snapshots.
 
 Docs: https://annotated-transformer.github.io/annotated-transformer/cli.html.md"""
 
