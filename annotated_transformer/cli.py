@@ -211,13 +211,14 @@ def average(checkpoints: list[str | Path], out: str | Path) -> dict:
         raise UsageError(f"--out {out} is one of the checkpoints being averaged; write the average to a new folder.")
     try: state = average_checkpoints(paths)
     except ValueError as e: raise UsageError(str(e)) from None
-    newest = max(paths, key=lambda p: load_config(p).get("step") or 0)   # the order of the arguments is free
+    steps = [load_config(p).get("step") for p in paths]
+    newest = paths[max(range(len(paths)), key=lambda i: steps[i] or 0)]   # the order of the arguments is free
     model = load_model(newest)
     model.load_state_dict(state)
     cfg = {k: v for k, v in load_config(newest).items() if k not in ("format_version", "model", "metrics")}
     save_model(model, out, {**cfg, "metrics": None, "averaged": [str(p) for p in paths]})
     _copy_side_files(newest, out)
-    return {"out": str(out), "averaged": [str(p) for p in paths], "steps": [load_config(p).get("step") for p in paths]}
+    return {"out": str(out), "averaged": [str(p) for p in paths], "steps": steps}
 
 def make_task(name: str, preset: str | None = None, data_dir: str | None = None):
     "The task `name` of `TASKS`; `preset` and `data_dir` belong to the tasks that read data (multi30k)."
@@ -232,8 +233,7 @@ def make_task(name: str, preset: str | None = None, data_dir: str | None = None)
 def train(cfg: TrainConfig) -> dict:
     """Train `cfg.task` until its target is reached on fresh data or `max_steps`; save the model and the training
     state in `cfg.out`. Returns a summary: steps, seconds, metrics, whether the target was reached, the folder."""
-    if cfg.task not in TASKS: raise UsageError(f"unknown task {cfg.task!r}; choose from {', '.join(TASKS)}.")
-    task = make_task(cfg.task, cfg.preset, cfg.data_dir)
+    task = make_task(cfg.task, cfg.preset, cfg.data_dir)   # an unknown task is a UsageError there
     device = resolve_device(cfg.device)
     out = Path(cfg.out or f"runs/{task.name}")
     max_steps = cfg.max_steps if cfg.max_steps is not None else task.max_steps

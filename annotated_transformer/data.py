@@ -600,11 +600,12 @@ def average_checkpoints(paths: Sequence[str | os.PathLike]) -> dict[str, Tensor]
     if not paths: raise ValueError("no checkpoints to average; pass one or more checkpoint folders.")
     first = load_config(paths[0])["model"]
     total: dict[str, Tensor] = {}
+    dtypes: dict[str, torch.dtype] = {}
     for p in paths:
-        if load_config(p)["model"] != first:
-            raise ValueError(f"{p} holds a model {load_config(p)['model']}, unlike {paths[0]} ({first}); "
+        if (model := load_config(p)["model"]) != first:
+            raise ValueError(f"{p} holds a model {model}, unlike {paths[0]} ({first}); "
                              "only checkpoints of one model can be averaged.")
         for k, v in load_model(p).state_dict().items():
+            dtypes.setdefault(k, v.dtype)
             total[k] = total[k] + v.double() if k in total else v.double().clone()
-    ref = load_model(paths[0]).state_dict()
-    return {k: (v / len(paths)).to(ref[k].dtype) for k, v in total.items()}
+    return {k: (v / len(paths)).to(dtypes[k]) for k, v in total.items()}

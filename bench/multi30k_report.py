@@ -26,8 +26,6 @@ import time
 from pathlib import Path
 
 import sacrebleu
-import torch
-import torch.nn.functional as F
 
 sys.path.insert(0, str(Path(__file__).parent))
 from copy_task import machine, slug  # noqa: E402  (the same machine description as the other benchmarks)
@@ -36,20 +34,16 @@ from annotated_transformer.checkpoint import load_config  # noqa: E402
 from annotated_transformer.cli import average, snapshots  # noqa: E402
 from annotated_transformer.data import (PAD, encode_pairs, evaluate_translation, load_multi30k,  # noqa: E402
                                         load_translator, translate, translation_loader)
-from annotated_transformer.training import Batch  # noqa: E402
+from annotated_transformer.training import Batch, LabelSmoothing, run_epoch  # noqa: E402
 
 
-@torch.no_grad()
 def validation_loss(checkpoint: Path, pairs: list[tuple[str, str]], max_tokens: int = 4096) -> dict:
     "Per-token cross-entropy (nats) and perplexity of `checkpoint` on `pairs`, teacher-forced, padding excluded."
     model, tok = load_translator(checkpoint, "cpu")
-    total, tokens = 0.0, 0
-    for src, tgt in translation_loader(encode_pairs(tok, pairs), max_tokens, shuffle=False):
-        b = Batch(src, tgt, PAD)
-        logp = model.generator(model(b.src, b.tgt, b.src_mask, b.tgt_mask))
-        total += F.nll_loss(logp.flatten(0, 1), b.tgt_y.flatten(), ignore_index=PAD, reduction="sum").item()
-        tokens += b.ntokens
-    return {"val_loss": total / tokens, "val_ppl": math.exp(total / tokens)}
+    batches = (Batch(src, tgt, PAD) for src, tgt in translation_loader(encode_pairs(tok, pairs), max_tokens, shuffle=False))
+    nll = LabelSmoothing(tok.get_vocab_size(), PAD, smoothing=0.0)    # no smoothing: the plain cross-entropy
+    loss, _ = run_epoch(batches, model, nll, mode="eval", progress=False)
+    return {"val_loss": loss, "val_ppl": math.exp(loss)}
 
 
 def train_losses(logs: list[str]) -> dict[int, float]:
