@@ -247,6 +247,8 @@ def train(cfg: TrainConfig) -> dict:
         torch.set_num_threads(cfg.threads)
     try: autocast_context(device.type, cfg.precision)
     except ValueError as e: raise UsageError(str(e)) from None
+    if device.type == "cuda":   # fp32 matrix products on TensorFloat-32 tensor cores (10-bit mantissa, fp32 range)
+        torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
     rank, world, device = init_distributed(device)
     try:
         return _train(cfg, task, device, out, max_steps, eval_every, batch_size, rank, world)

@@ -57,8 +57,9 @@ def rate(step: int, model_size: int, factor: float, warmup: int) -> float:
 
 def noam_optimizer(model: nn.Module, model_size: int, factor: float = 1.0, warmup: int = 4000
                    ) -> tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
-    "Adam(betas=(0.9, 0.98), eps=1e-9) with a `LambdaLR` that sets the learning rate to `rate(step, ...)`."
-    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)  # lr = 1.0 * rate(step)
+    "Adam(betas=(0.9, 0.98), eps=1e-9; fused on a GPU) with a `LambdaLR` that sets the learning rate to `rate(step, ...)`."
+    fused = all(p.is_cuda for p in model.parameters())   # one fused kernel for all parameters on a GPU
+    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9, fused=fused or None)  # lr = rate
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: rate(step, model_size, factor, warmup))
     return opt, sched
 

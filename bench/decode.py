@@ -1,4 +1,4 @@
-"""Decoding speed on the CPU (chapter 7): naive vs cached greedy decoding, and beam search vs cached greedy decoding.
+"""Decoding speed (chapter 7): naive vs cached greedy decoding, and beam search vs cached greedy decoding, on the CPU or a GPU.
 
 A model of width 256 with 3 layers of each kind, 8 heads, d_ff 1024 and a 1,000-token vocabulary (untrained: decoding
 speed does not depend on the weights' values) decodes random 32-token sources, in eval mode, without an end symbol so
@@ -9,8 +9,10 @@ beams, and reports generated tokens per second (batch x output tokens / seconds,
     python bench/decode.py                       # torch's default number of threads
     python bench/decode.py --threads 1,2         # one run per thread count, in one JSON file
     OMP_WAIT_POLICY=PASSIVE python bench/decode.py --threads 1,2   # on a machine shared with other processes
+    python bench/decode.py --device cuda         # on a GPU (timed after torch.cuda.synchronize)
 
-Prints a table and writes bench/results/decode-<machine>.json with a description of the machine.
+Prints a table and writes bench/results/decode-<machine>.json (on a GPU: decode-<gpu name>.json) with a
+description of the machine.
 """
 from __future__ import annotations
 
@@ -54,34 +56,39 @@ def machine_name() -> str:
     return re.sub(r"[^a-z0-9]+", "-", f"{cpu_model()}-{os.cpu_count()}cores".lower()).strip("-")
 
 
-def median_seconds(fn, repeats: int) -> float:
-    "Median wall-clock time of `fn()` over `repeats` runs."
+def sync(device: str) -> None:
+    "Wait for the GPU's queued work (a GPU call returns before its work is done); nothing on the CPU."
+    if device == "cuda": torch.cuda.synchronize()
+
+
+def median_seconds(fn, repeats: int, device: str = "cpu") -> float:
+    "Median wall-clock time of `fn()` over `repeats` runs, each from an idle device to an idle device."
     times = []
     for _ in range(repeats):
-        t0 = time.perf_counter(); fn(); times.append(time.perf_counter() - t0)
+        sync(device); t0 = time.perf_counter(); fn(); sync(device); times.append(time.perf_counter() - t0)
     return statistics.median(times)
 
 
-def run(threads: int, repeats: int) -> dict:
-    "All measurements with `threads` intra-op threads."
+def run(threads: int, repeats: int, device: str = "cpu") -> dict:
+    "All measurements with `threads` intra-op threads, on `device`."
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    model = make_model(VOCAB, VOCAB, **MODEL).eval()
+    model = make_model(VOCAB, VOCAB, **MODEL).to(device).eval()
     gen = torch.Generator().manual_seed(0)
     load_before = os.getloadavg()
     results = []
     with torch.inference_mode():
         for batch in BATCHES:
-            src = torch.randint(2, VOCAB, (batch, SRC_LEN), generator=gen)     # no padding: every row is full
-            src_mask = torch.ones(batch, 1, SRC_LEN, dtype=torch.bool)
+            src = torch.randint(2, VOCAB, (batch, SRC_LEN), generator=gen).to(device)   # no padding: every row is full
+            src_mask = torch.ones(batch, 1, SRC_LEN, dtype=torch.bool, device=device)
             greedy = lambda n, cache: greedy_decode(model, src, src_mask, n + 1, START, use_cache=cache)
             beam = lambda n: beam_search(model, src, src_mask, n + 1, START, beam_size=BEAM_SIZE)
             greedy(8, True); greedy(8, False); beam(8)                         # warm-up
             for n in LENGTHS:
                 assert greedy(n, True).shape == (batch, n + 1) and beam(n)[0].shape == (batch, n + 1)
-                t_naive = median_seconds(lambda: greedy(n, False), repeats)
-                t_cached = median_seconds(lambda: greedy(n, True), repeats)
-                t_beam = median_seconds(lambda: beam(n), repeats)
+                t_naive = median_seconds(lambda: greedy(n, False), repeats, device)
+                t_cached = median_seconds(lambda: greedy(n, True), repeats, device)
+                t_beam = median_seconds(lambda: beam(n), repeats, device)
                 r = dict(batch=batch, tokens=n, naive_s=t_naive, cached_s=t_cached, beam_s=t_beam,
                          naive_tok_s=batch * n / t_naive, cached_tok_s=batch * n / t_cached,
                          beam_tok_s=batch * n / t_beam, speedup=t_naive / t_cached, beam_over_cached=t_beam / t_cached)
@@ -99,21 +106,25 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--threads", default=str(torch.get_num_threads()),
                    help="comma-separated intra-op thread counts, one run each (default: torch's default, %(default)s)")
     p.add_argument("--repeats", type=int, default=3, help="timed runs per measurement; the median is kept")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where to decode (default: cpu)")
     p.add_argument("--out", default=None, help="JSON file (default: bench/results/decode-<machine>.json)")
     args = p.parse_args(argv)
     threads = [int(t) for t in args.threads.split(",")]
     if min(threads) < 1 or args.repeats < 1: p.error("--threads and --repeats must be positive")
-    runs = [run(t, args.repeats) for t in threads]
+    if args.device == "cuda" and not torch.cuda.is_available(): p.error("--device cuda, but no GPU is available")
+    runs = [run(t, args.repeats, args.device) for t in threads]
+    gpu = torch.cuda.get_device_name(0) if args.device == "cuda" else None
     report = dict(
-        machine=dict(cpu=cpu_model(), cores=os.cpu_count(), torch=torch.__version__, python=platform.python_version(),
+        machine=dict(cpu=cpu_model(), cores=os.cpu_count(), gpu=gpu, torch=torch.__version__, python=platform.python_version(),
                      platform=platform.platform(), omp_wait_policy=os.environ.get("OMP_WAIT_POLICY", ""),
                      date=time.strftime("%Y-%m-%d %H:%M:%S %z"), caveat=CAVEAT),
         config=dict(model=dict(src_vocab=VOCAB, tgt_vocab=VOCAB, **MODEL), mode="eval, untrained weights",
                     src_len=SRC_LEN, batches=BATCHES, output_tokens=LENGTHS, beam_size=BEAM_SIZE,
-                    end_symbol=None, repeats=args.repeats, device="cpu",
+                    end_symbol=None, repeats=args.repeats, device=args.device,
                     tok_s="batch x output tokens / median seconds"),
         runs=runs)
-    out = Path(args.out or Path(__file__).parent / "results" / f"decode-{machine_name()}.json")
+    name = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-") if gpu else machine_name()
+    out = Path(args.out or Path(__file__).parent / "results" / f"decode-{name}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n")
     print(f"\n{'threads':>7} {'batch':>5} {'tokens':>6} {'naive tok/s':>12} {'cached tok/s':>13} {'speed-up':>9} "

@@ -2,6 +2,7 @@
 
     python bench/profile_step.py                      # ours-fp32 and torch-fp32, the CPU configuration
     python bench/profile_step.py --variants ours-fp32 ours-fp32-nn-dropout --threads 2
+    python bench/profile_step.py --device cuda --variants ours-tf32 ours-bf16 ours-bf16-compile   # GPU vs wall time
 
 For each variant it runs a few warm-up steps, profiles `--steps` steps, and prints the operators with the most
 self time (CPU time spent in the operator itself, not in the operators it calls), as milliseconds per step and
@@ -43,6 +44,31 @@ def profile_variant(name: str, c: dict, steps: int, top: int) -> dict:
             "top": rows}
 
 
+def profile_gpu(name: str, c: dict, steps: int, top: int) -> dict:
+    """On a GPU: wall time per step against the time the GPU spends in kernels, the number of kernels and of operator
+    calls per step, and the kernels with the most time. GPU time far below wall time means the step waits on the
+    CPU (Python, the dispatcher, kernel launches) rather than on arithmetic."""
+    step, _ = make_variant(name, c, "cuda", fused=True)
+    for _ in range(3): step()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(steps): step()
+    torch.cuda.synchronize()
+    wall = (time.perf_counter() - t0) / steps
+    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+        for _ in range(steps): step()
+        torch.cuda.synchronize()
+    events = prof.key_averages()
+    gpu = [e for e in events if str(e.device_type).endswith("CUDA")]
+    cpu_ops = [e for e in events if e.key.startswith("aten::")]
+    kern_us = sum(e.self_device_time_total for e in gpu) / steps
+    rows = [{"kernel": e.key, "gpu_ms_per_step": e.self_device_time_total / steps / 1e3, "calls_per_step": e.count / steps}
+            for e in sorted(gpu, key=lambda e: e.self_device_time_total, reverse=True)[:top]]
+    return {"variant": name, "wall_ms_per_step": wall * 1e3, "gpu_kernel_ms_per_step": kern_us / 1e3,
+            "kernels_per_step": sum(e.count for e in gpu) / steps,
+            "aten_calls_per_step": sum(e.count for e in cpu_ops) / steps, "top_kernels": rows}
+
+
 def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--variants", nargs="+", default=["ours-fp32", "torch-fp32"])
@@ -50,9 +76,25 @@ def main(argv=None):
     p.add_argument("--top", type=int, default=12)
     p.add_argument("--threads", type=int, default=1, help="torch threads (default 1: steadier on a shared machine)")
     p.add_argument("--out", help="JSON file (default: bench/results/profile_step-<machine>.json)")
+    p.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    p.add_argument("--preset", default=None, choices=list(PRESETS), help="default: cpu on the CPU, base on a GPU")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    c = PRESETS["cpu"]
+    c = PRESETS[args.preset or ("base" if args.device == "cuda" else "cpu")]
+    if args.device == "cuda":
+        m = machine()
+        res = {"benchmark": "GPU kernel time against wall time, one training step", "config": c, "machine": m,
+               "variants": [profile_gpu(v, c, args.steps, args.top) for v in args.variants]}
+        for r in res["variants"]:
+            print(f"\n{r['variant']}: wall {r['wall_ms_per_step']:.1f} ms/step, GPU kernels {r['gpu_kernel_ms_per_step']:.1f} "
+                  f"ms/step ({r['gpu_kernel_ms_per_step'] / r['wall_ms_per_step']:.0%} busy), "
+                  f"{r['kernels_per_step']:.0f} kernels and {r['aten_calls_per_step']:.0f} aten calls per step")
+            for row in r["top_kernels"][:6]:
+                print(f"  {row['kernel'][:70]:<72}{row['gpu_ms_per_step']:>8.2f} ms{row['calls_per_step']:>6.0f}x")
+        out = Path(args.out or Path(__file__).parent / "results" / f"profile_step-{slug(m, 'cuda')}.json")
+        out.write_text(json.dumps(res, indent=1) + "\n")
+        print(f"wrote {out}")
+        return
     result = {"benchmark": "torch.profiler self CPU time per operator, one training step (forward, loss, backward, "
                            "Adam)", "config": c, "machine": machine(), "load_before": load(), "variants": []}
     for name in args.variants:

@@ -7,12 +7,19 @@ The variants run interleaved (one timing block of each, repeated), and the media
 machine's load average before and after. Usage:
 
     python bench/train_throughput.py                          # the CPU configuration (vocab 8000, d_model 256, N 3)
-    python bench/train_throughput.py --device cuda --preset base    # the base model on a GPU (bf16, fp16, memory)
+    python bench/train_throughput.py --device cuda            # the base model on a GPU, Multi30k-sized batches:
+                                                              # fp32, TF32, bf16, fp16 + GradScaler, each also compiled
+
+A variant's name says what it runs: `ours` or `torch` (the model), the precision (`fp32` = strict fp32 matrix
+products, `tf32` = fp32 with TensorFloat-32 matrix products, `bf16`/`fp16` = autocast), then `-ckpt` (activation
+checkpointing), `-compile` (`torch.compile` of the model), `-nn-dropout` (torch's dropout in our model).
 
 It prints a table and writes JSON (default `bench/results/train_throughput-<machine>.json`) with the machine named.
-Model FLOPs are counted analytically (matrix products and attention, times 3 for forward + backward) and divided by
-the rate of a large `torch.mm` measured on the same machine (in the same dtype), which gives the fraction of the
-measured matrix-multiply peak (MFU).
+Model FLOPs are counted analytically (matrix products and attention, times 3 for forward + backward). Divided by
+the step time they give the model's achieved FLOP/s; divided again by the rate of a large `torch.mm` measured on the
+same machine they give a fraction of the *measured* matrix-multiply rate: `mfu` uses the rate in the variant's own
+dtype (bf16's for bf16/fp16, fp32's or tf32's otherwise), `mfu_bf16` the bf16 rate for every variant (the fastest
+the machine multiplies matrices, so one scale for all variants). The JSON keeps both rates and every timing block.
 """
 from __future__ import annotations
 
@@ -40,8 +47,26 @@ from annotated_transformer.training import autocast_context  # noqa: E402
 
 PRESETS = {
     "cpu": dict(vocab=8000, d_model=256, h=8, d_ff=1024, N=3, batch=32, src_len=32, tgt_len=32, dropout=0.1),
-    "base": dict(vocab=32000, d_model=512, h=8, d_ff=2048, N=6, batch=64, src_len=128, tgt_len=128, dropout=0.1),
+    # the paper's base model on Multi30k-sized batches: the 8000-token shared vocabulary, 32-token sentences,
+    # 256 x 32 = 8192 target tokens per step (a GPU batch; the CPU presets of chapter 9 take 4096 tokens)
+    "base": dict(vocab=8000, d_model=512, h=8, d_ff=2048, N=6, batch=256, src_len=32, tgt_len=32, dropout=0.1),
+    # the same model on long sequences and the paper's 32k vocabulary
+    "base-long": dict(vocab=32000, d_model=512, h=8, d_ff=2048, N=6, batch=64, src_len=128, tgt_len=128, dropout=0.1),
 }
+GPU_VARIANTS = ["ours-fp32", "ours-tf32", "ours-bf16", "ours-fp16", "torch-fp32", "torch-tf32", "torch-bf16",
+                "ours-bf16-ckpt", "ours-fp32-compile", "ours-tf32-compile", "ours-bf16-compile", "ours-fp16-compile"]
+CPU_VARIANTS = ["ours-fp32", "torch-fp32", "ours-bf16", "torch-bf16", "ours-fp32-ckpt", "ours-fp32-nn-dropout"]
+
+
+def precision_of(name: str) -> str:
+    "The precision a variant's name asks for: fp32, tf32, bf16 or fp16."
+    return next((p for p in ("tf32", "bf16", "fp16") if p in name.split("-")), "fp32")
+
+
+def set_tf32(on: bool) -> None:
+    "TensorFloat-32 matrix products (and convolutions) for fp32 tensors on or off; a global switch of torch's."
+    torch.backends.cuda.matmul.allow_tf32 = on
+    torch.backends.cudnn.allow_tf32 = on
 
 
 class TorchTransformer(nn.Module):
@@ -76,14 +101,17 @@ def model_flops(c: dict) -> float:
     return 3.0 * (enc + dec + out)
 
 
-def matmul_peak(device: str, dtype: torch.dtype, n: int = 2048, reps: int = 5) -> float:
-    "FLOP/s of a large square `torch.mm` in `dtype` (the best of `reps`)."
+def matmul_peak(device: str, dtype: torch.dtype, n: int | None = None, reps: int = 5, tf32: bool = False) -> float:
+    "FLOP/s of a large square `torch.mm` in `dtype` on random data (the best of `reps`); n = 2048 (CPU), 8192 (GPU)."
+    n = n or (8192 if device == "cuda" else 2048)
+    if device == "cuda": set_tf32(tf32)
     a, b = torch.randn(n, n, device=device, dtype=dtype), torch.randn(n, n, device=device, dtype=dtype)
     torch.mm(a, b)
     best = float("inf")
     for _ in range(reps):
         sync(device); t0 = time.perf_counter(); torch.mm(a, b); sync(device)
         best = min(best, time.perf_counter() - t0)
+    if device == "cuda": set_tf32(False)
     return 2 * n ** 3 / best
 
 
@@ -106,7 +134,9 @@ def make_variant(name: str, c: dict, device: str, fused: bool):
         model = TorchTransformer(c["vocab"], c["d_model"], c["h"], c["d_ff"], c["N"], c["dropout"])
     model.to(device).train()
     opt = torch.optim.Adam(model.parameters(), lr=1e-4, betas=(0.9, 0.98), eps=1e-9, fused=fused)
-    precision = "bf16" if "bf16" in name else "fp16" if "fp16" in name else "fp32"
+    precision = precision_of(name)
+    tf32 = precision == "tf32"
+    if tf32: precision = "fp32"                     # fp32 tensors, TF32 matrix products
     scaler = torch.amp.GradScaler(device) if precision == "fp16" else None
     g = torch.Generator().manual_seed(1)
     src = torch.randint(1, c["vocab"], (c["batch"], c["src_len"]), generator=g).to(device)
@@ -116,9 +146,14 @@ def make_variant(name: str, c: dict, device: str, fused: bool):
     tgt_mask = (tgt_in != 0).unsqueeze(-2) & subsequent_mask(c["tgt_len"], device=device)   # (b, t, t)
     ntokens = tgt_y.numel()
 
+    def run(src, tgt_in, src_mask, tgt_mask):
+        return model.generator(model(src, tgt_in, src_mask, tgt_mask)) if ours else model(src, tgt_in)
+    if "compile" in name.split("-"): run = torch.compile(run)    # model and output layer in one compiled graph
+
     def step():
+        if device == "cuda": set_tf32(tf32)
         with autocast_context(device, precision):
-            logp = model.generator(model(src, tgt_in, src_mask, tgt_mask)) if ours else model(src, tgt_in)
+            logp = run(src, tgt_in, src_mask, tgt_mask)
             loss = F.nll_loss(logp.float().reshape(-1, c["vocab"]), tgt_y.reshape(-1), reduction="sum") / ntokens
         if scaler is not None:
             scaler.scale(loss).backward(); scaler.step(opt); scaler.update()
@@ -134,24 +169,31 @@ def main(argv=None):
     p.add_argument("--preset", default=None, choices=list(PRESETS), help="default: cpu on the CPU, base on a GPU")
     p.add_argument("--variants", nargs="+", default=None)
     p.add_argument("--repeats", type=int, default=5, help="interleaved rounds (default 5)")
-    p.add_argument("--steps", type=int, default=3, help="steps per timing block (default 3)")
+    p.add_argument("--steps", type=int, default=None, help="steps per timing block (default 3 on the CPU, 10 on a GPU)")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     device = args.device
+    args.steps = args.steps or (10 if device == "cuda" else 3)
     c = PRESETS[args.preset or ("base" if device == "cuda" else "cpu")]
-    variants = args.variants or (["ours-fp32", "torch-fp32", "ours-bf16", "torch-bf16", "ours-fp32-ckpt",
-                                  "ours-fp32-nn-dropout"] + (["ours-fp16", "ours-bf16-ckpt"] if device == "cuda" else []))
+    variants = args.variants or (GPU_VARIANTS if device == "cuda" else CPU_VARIANTS)
     fused = True
     try: torch.optim.Adam([nn.Parameter(torch.zeros(1, device=device))], fused=True)
     except (RuntimeError, ValueError): fused = False
+    if device == "cuda" and not torch.cuda.is_available(): p.error("--device cuda, but no GPU is available")
     load_before = os.getloadavg()[0]
     peak = {"fp32": matmul_peak(device, torch.float32), "bf16": matmul_peak(device, torch.bfloat16)}
-    runs = {v: make_variant(v, c, device, fused) for v in variants}
-    mem = {}
-    for v, (step, _) in runs.items():        # warm-up (and peak memory on a GPU)
-        if device == "cuda": torch.cuda.reset_peak_memory_stats()
-        step(); step(); sync(device)
-        if device == "cuda": mem[v] = torch.cuda.max_memory_allocated() / 2 ** 20
+    if device == "cuda": peak["tf32"] = matmul_peak(device, torch.float32, tf32=True)
+    runs, mem, warmup_s = {}, {}, {}
+    for v in variants:                       # build and warm up one at a time: peak memory is the variant's own
+        if device == "cuda": torch.cuda.empty_cache(); torch.cuda.reset_peak_memory_stats()
+        resident = torch.cuda.memory_allocated() if device == "cuda" else 0   # the variants built before this one
+        runs[v] = make_variant(v, c, device, fused)
+        t0 = time.perf_counter()
+        runs[v][0](); runs[v][0](); sync(device)          # the first steps compile (`-compile`) and allocate
+        warmup_s[v] = time.perf_counter() - t0
+        if device == "cuda": mem[v] = (torch.cuda.max_memory_allocated() - resident) / 2 ** 20   # this variant's own
+        print(f"  {v}: warm-up (2 steps, compile included) {warmup_s[v]:.1f} s" + (f", peak {mem[v]:.0f} MiB" if mem else ""),
+              flush=True)
     times = {v: [] for v in variants}
     for _ in range(args.repeats):            # interleaved: every variant sees the same background load
         for v, (step, _) in runs.items():
@@ -164,10 +206,12 @@ def main(argv=None):
     rows = {}
     for v in variants:
         med = statistics.median(times[v])
-        prec = "bf16" if "bf16" in v else "fp16" if "fp16" in v else "fp32"
-        rows[v] = {"step_s": med, "tokens_per_s": tokens / med, "tflops": flops / med / 1e12,
-                   "mfu": flops / med / peak["bf16" if prec in ("bf16", "fp16") else "fp32"],
-                   "step_s_all": times[v], "peak_mem_mib": mem.get(v)}
+        prec = precision_of(v)
+        own = peak["bf16" if prec in ("bf16", "fp16") else prec if prec in peak else "fp32"]
+        rows[v] = {"step_s": med, "tokens_per_s": tokens / med, "target_tokens_per_s": c["batch"] * c["tgt_len"] / med,
+                   "tflops": flops / med / 1e12,
+                   "mfu": flops / med / own, "mfu_bf16": flops / med / peak["bf16"],
+                   "step_s_all": times[v], "peak_mem_mib": mem.get(v), "warmup_s": warmup_s[v]}
     ratios = {}
     if "ours-fp32" in rows:
         base = rows["ours-fp32"]["tokens_per_s"]
@@ -175,6 +219,11 @@ def main(argv=None):
                      ("ours_fp32_over_nn_dropout", "ours-fp32-nn-dropout")]:
             if v in rows: ratios[k] = base / rows[v]["tokens_per_s"] if "over_ours" not in k else rows[v]["tokens_per_s"] / base
         if "ours-fp32-ckpt" in rows: ratios["ckpt_step_time_over_fp32"] = rows["ours-fp32-ckpt"]["step_s"] / rows["ours-fp32"]["step_s"]
+        if device == "cuda":                  # every variant's speed-up over strict fp32
+            for v in rows:
+                if v != "ours-fp32": ratios[f"{v}_over_ours_fp32"] = rows[v]["tokens_per_s"] / base
+    if "ours-bf16-ckpt" in rows and "ours-bf16" in rows:
+        ratios["bf16_ckpt_step_time_over_bf16"] = rows["ours-bf16-ckpt"]["step_s"] / rows["ours-bf16"]["step_s"]
     m = machine()
     result = {"benchmark": "train_throughput", "device": device, "machine": m, "config": c, "tokens_per_step": tokens,
               "model_flops_per_step": flops, "matmul_peak_flops": peak, "adam_fused": fused,
@@ -182,11 +231,13 @@ def main(argv=None):
               "load_after": load_after, "variants": rows, "ratios": ratios}
     where = m["gpu"] if device == "cuda" else f"{m['cpu']} ({m['cores']} cores, {m['torch_threads']} threads)"
     print(f"{where}; load {load_before:.2f} -> {load_after:.2f}; matmul peak fp32 {peak['fp32'] / 1e9:.0f} GFLOP/s, "
-          f"bf16 {peak['bf16'] / 1e9:.0f} GFLOP/s; {flops / 1e9:.1f} GFLOP per step")
-    print(f"{'variant':24s} {'step ms':>9s} {'tokens/s':>10s} {'MFU':>7s}" + ("  peak MiB" if mem else ""))
+          f"bf16 {peak['bf16'] / 1e9:.0f} GFLOP/s" + (f", tf32 {peak['tf32'] / 1e9:.0f} GFLOP/s" if "tf32" in peak else "")
+          + f"; {flops / 1e9:.1f} GFLOP per step; tokens/s counts source + target tokens")
+    print(f"{'variant':24s} {'step ms':>9s} {'tokens/s':>10s} {'TFLOP/s':>8s} {'MFU':>7s} {'MFU(bf16)':>9s}"
+          + ("  peak MiB" if mem else ""))
     for v, r in rows.items():
-        print(f"{v:24s} {r['step_s'] * 1e3:9.1f} {r['tokens_per_s']:10.0f} {r['mfu']:7.1%}"
-              + (f"  {r['peak_mem_mib']:8.0f}" if mem else ""))
+        print(f"{v:24s} {r['step_s'] * 1e3:9.2f} {r['tokens_per_s']:10.0f} {r['tflops']:8.1f} {r['mfu']:7.1%} "
+              f"{r['mfu_bf16']:9.1%}" + (f"  {r['peak_mem_mib']:8.0f}" if mem else ""))
     for k, v in ratios.items(): print(f"{k}: {v:.2f}")
     out = Path(args.out or Path(__file__).parent / "results" / f"train_throughput-{slug(m, device)}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
