@@ -78,12 +78,15 @@ class MultiHeadedAttention(nn.Module):
         return x.view(b, t, self.h, self.d_k).transpose(1, 2)
 
     def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
-                cache: dict | None = None, static_kv: bool = False) -> Tensor:
+                cache: dict | None = None, static_kv: bool = False, is_causal: bool = False) -> Tensor:
         """`query` `(b, t_q, d_model)`, `key`/`value` `(b, t_k, d_model)` -> `(b, t_q, d_model)`.
 
-        `mask` is bool, True = attend, `(b, 1 or t_q, t_k)`. `cache` (a dict, for incremental decoding) keeps this
-        layer's keys and values `(b, h, t, d_k)`: new ones are appended at each step, or, with `static_kv`, they are
-        computed from `key`/`value` at the first call and reused afterwards."""
+        `mask` is bool, True = attend, `(b, 1 or t_q, t_k)`. `is_causal=True` instead of a mask: query i attends to
+        the keys up to its own position (counting the cached ones), without building the mask, so the fused kernel
+        may pick its fastest path. `cache` (a dict, for incremental decoding) keeps this layer's keys and values
+        `(b, h, t, d_k)`: new ones are appended at each step, or, with `static_kv`, they are computed from
+        `key`/`value` at the first call and reused afterwards."""
+        if is_causal and mask is not None: raise ValueError("pass a mask or is_causal=True, not both.")
         b, t_q, _ = query.shape
         q = self._heads(self.w_q(query))                                 # (b, h, t_q, d_k)
         if cache is not None and static_kv and "k" in cache:
@@ -96,10 +99,16 @@ class MultiHeadedAttention(nn.Module):
         if cache is not None:                                            # only after the mask was accepted
             cache["k"], cache["v"] = k, v
         m = None if mask is None else mask.unsqueeze(1)                  # (b, 1, t_q|1, t_k): same mask for every head
+        t_k = k.size(2)
+        if is_causal and (t_q == 1 or t_q != t_k or self.keep_weights):
+            # one new token sees every key; a block after cached keys sees them all and the causal part of its own
+            # (SDPA's is_causal aligns to the top left, so it is only right when t_q == t_k); explicit for plots
+            is_causal = False
+            if t_q > 1: m = torch.ones(t_q, t_k, dtype=torch.bool, device=q.device).tril(t_k - t_q)
         if self.keep_weights:
             x, self.attn = attention(q, k, v, m, self.dropout if self.training else None)
         else:
             p = self.dropout.p if self.training else 0.0
-            x = F.scaled_dot_product_attention(q, k, v, attn_mask=m, dropout_p=p)
+            x = F.scaled_dot_product_attention(q, k, v, attn_mask=m, dropout_p=p, is_causal=is_causal)
         x = x.transpose(1, 2).reshape(b, t_q, self.d_model)             # (b, h, t_q, d_k) -> (b, t_q, d_model)
         return self.w_o(x)

@@ -147,14 +147,15 @@ class DecoderLayer(nn.Module):
         self.size, self.norm_first = size, norm_first
 
     def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
-                cache: dict | None = None) -> Tensor:
+                cache: dict | None = None, is_causal: bool = False) -> Tensor:
         """`x`: `(batch, tgt_len, size)`, `memory`: `(batch, src_len, size)`, `src_mask`: `(batch, 1, src_len)`,
         `tgt_mask`: `(batch, tgt_len, tgt_len)` -> `(batch, tgt_len, size)`. `cache`, for incremental decoding
-        (chapter 7): `{'self': {...}, 'src': {...}}` holding this layer's keys and values."""
+        (chapter 7): `{'self': {...}, 'src': {...}}` holding this layer's keys and values. `is_causal=True` with
+        `tgt_mask=None`: the causal mask without building it (see `MultiHeadedAttention`)."""
         c_self = c_src = None
         if cache is not None:
             c_self, c_src = cache.setdefault("self", {}), cache.setdefault("src", {})
-        x = self.sublayer[0](x, lambda y: self.self_attn(y, y, y, tgt_mask, cache=c_self))
+        x = self.sublayer[0](x, lambda y: self.self_attn(y, y, y, tgt_mask, cache=c_self, is_causal=is_causal))
         x = self.sublayer[1](x, lambda y: self.src_attn(y, memory, memory, src_mask, cache=c_src, static_kv=True))
         return self.sublayer[2](x, self.feed_forward)
 
@@ -168,13 +169,13 @@ class Decoder(nn.Module):
         self.checkpoint_activations = False  # recompute each layer in the backward pass (saves memory; chapter 8)
 
     def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
-                cache: list[dict] | None = None) -> Tensor:
-        "`cache`: one dict per layer (see `DecoderLayer`), or None."
+                cache: list[dict] | None = None, is_causal: bool = False) -> Tensor:
+        "`cache`: one dict per layer (see `DecoderLayer`), or None; `is_causal`: see `DecoderLayer`."
         for i, layer in enumerate(self.layers):
             if cache is not None:
-                x = layer(x, memory, src_mask, tgt_mask, cache=cache[i])
+                x = layer(x, memory, src_mask, tgt_mask, cache=cache[i], is_causal=is_causal)
             elif self.checkpoint_activations and self.training and torch.is_grad_enabled():
-                x = checkpoint(layer, x, memory, src_mask, tgt_mask, use_reentrant=False)
+                x = checkpoint(layer, x, memory, src_mask, tgt_mask, None, is_causal, use_reentrant=False)
             else:
-                x = layer(x, memory, src_mask, tgt_mask)
+                x = layer(x, memory, src_mask, tgt_mask, is_causal=is_causal)
         return self.norm(x)

@@ -10,8 +10,9 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -22,8 +23,9 @@ from torch import Tensor
 from .model import EncoderDecoder, make_model
 
 # %% auto #0
-__all__ = ['FORMAT_VERSION', 'MODEL_FILE', 'CONFIG_FILE', 'STATE_FILE', 'STATE_JSON', 'CheckpointError', 'atomic_write',
-           'unique_tensors', 'save_model', 'load_config', 'load_model', 'save_training_state', 'load_training_state']
+__all__ = ['FORMAT_VERSION', 'MODEL_FILE', 'CONFIG_FILE', 'STATE_FILE', 'STATE_JSON', 'UNIT_PREFIX', 'CheckpointError',
+           'atomic_write', 'unique_tensors', 'checkpoint_units', 'resolve_checkpoint', 'save_model', 'load_config',
+           'load_model', 'save_training_state', 'load_training_state', 'save_checkpoint_unit', 'average_checkpoints']
 
 # %% ../nbs/90_checkpoint.ipynb #f47d5e70
 FORMAT_VERSION = 1
@@ -88,6 +90,21 @@ def unique_tensors(state: dict[str, Tensor]) -> tuple[dict[str, Tensor], dict[st
         storages.add(storage)
     return tensors, aliases
 
+UNIT_PREFIX = "step-"   # a run folder keeps its checkpoints as OUT/step-<N>, each one complete on its own
+
+def checkpoint_units(out: str | Path) -> list[Path]:
+    "The complete `step-<N>` checkpoint folders of a run folder, oldest first (half-written ones have other names)."
+    n = len(UNIT_PREFIX)
+    return sorted((p for p in Path(out).glob(UNIT_PREFIX + "*") if p.is_dir() and p.name[n:].isdigit()),
+                  key=lambda p: int(p.name[n:]))
+
+def resolve_checkpoint(path: str | Path) -> Path:
+    """The folder that holds the model: the newest checkpoint of the run folder `path` (a folder written by `train`),
+    else `path` itself (a checkpoint folder; when it is not one, the loader names the missing file)."""
+    path = Path(path)
+    units = checkpoint_units(path) if path.is_dir() else []
+    return units[-1] if units else path
+
 # %% ../nbs/90_checkpoint.ipynb #a35e1d21
 def save_model(model: EncoderDecoder, path: str | Path, config: dict | None = None) -> Path:
     """Write `model` into the folder `path` (created if needed): `model.safetensors` and `config.json`, which holds
@@ -103,8 +120,9 @@ def save_model(model: EncoderDecoder, path: str | Path, config: dict | None = No
     return path
 
 def load_config(path: str | Path) -> dict:
-    "Read a checkpoint folder's `config.json` and check its version and model entry."
-    file = Path(path) / CONFIG_FILE
+    """Read a checkpoint folder's `config.json` and check its version and model entry. A run folder written by
+    `train` stands for its newest checkpoint (`resolve_checkpoint`)."""
+    file = resolve_checkpoint(path) / CONFIG_FILE
     cfg = _read_json(file)
     version = cfg.get("format_version")
     if not isinstance(version, int) or version > FORMAT_VERSION:
@@ -117,8 +135,9 @@ def load_config(path: str | Path) -> dict:
 
 def load_model(path: str | Path, device=None) -> EncoderDecoder:
     """Rebuild the model saved in folder `path` with `make_model`, load its weights (tied matrices stay tied) and
-    return it in eval mode on `device` (default: CPU). A missing or corrupt file raises an error that names it."""
-    path = Path(path)
+    return it in eval mode on `device` (default: CPU). A missing or corrupt file raises an error that names it.
+    A run folder written by `train` stands for its newest checkpoint."""
+    path = resolve_checkpoint(path)
     cfg = load_config(path)
     tensors, meta = _read_safetensors(path / MODEL_FILE)
     try: model = make_model(**cfg["model"])
@@ -140,10 +159,12 @@ def _lists(x):
     return x
 
 def save_training_state(path: str | Path, optimizer: torch.optim.Optimizer, scheduler=None, state: dict | None = None,
-                        generators: dict[str, torch.Generator] | None = None) -> Path:
+                        generators: dict[str, torch.Generator] | None = None,
+                        scaler: torch.amp.GradScaler | None = None) -> Path:
     """Write what a run needs to resume into folder `path`: `train_state.safetensors` (optimizer tensors, RNG states)
     and `train_state.json` (optimizer hyper-parameters, `scheduler` state, the `state` counters, Python's and
-    NumPy's RNG scalars). `generators`: named `torch.Generator`s, e.g. the data stream's. Nothing is pickled."""
+    NumPy's RNG scalars, fp16's loss `scaler`). `generators`: named `torch.Generator`s, e.g. the data stream's.
+    Nothing is pickled."""
     path = Path(path); path.mkdir(parents=True, exist_ok=True)
     state = dict(state or {})
     opt = optimizer.state_dict()
@@ -165,7 +186,8 @@ def save_training_state(path: str | Path, optimizer: torch.optim.Optimizer, sche
             "scheduler": None if scheduler is None else _lists(scheduler.state_dict()),
             "rng": {"python": [py_version, list(py_internal), py_gauss],
                     "numpy": [int(np_state[2]), int(np_state[3]), float(np_state[4])]},
-            "generators": sorted(generators or {})}
+            "generators": sorted(generators or {}),
+            "scaler": None if scaler is None else _lists(scaler.state_dict())}
     try: text = json.dumps(meta)
     except TypeError as e:
         raise TypeError(f"the training state must be JSON-serialisable (numbers, strings, lists, dicts): {e}") from None
@@ -175,10 +197,12 @@ def save_training_state(path: str | Path, optimizer: torch.optim.Optimizer, sche
     return path
 
 def load_training_state(path: str | Path, optimizer: torch.optim.Optimizer, scheduler=None,
-                        generators: dict[str, torch.Generator] | None = None, restore_rng: bool = True) -> dict:
-    """Restore what `save_training_state` wrote into `optimizer`, `scheduler`, the named `generators` and, with
-    `restore_rng`, the global torch, CUDA, NumPy and Python RNGs. Returns the saved `state` counters."""
-    path = Path(path)
+                        generators: dict[str, torch.Generator] | None = None, restore_rng: bool = True,
+                        scaler: torch.amp.GradScaler | None = None) -> dict:
+    """Restore what `save_training_state` wrote into `optimizer`, `scheduler`, the named `generators`, the loss
+    `scaler` and, with `restore_rng`, the global torch, CUDA, NumPy and Python RNGs. Returns the saved `state`
+    counters. A run folder written by `train` stands for its newest checkpoint."""
+    path = resolve_checkpoint(path)
     meta = _read_json(path / STATE_JSON)
     tensors, stamp = _read_safetensors(path / STATE_FILE)
     if stamp.get("step") != json.dumps(meta.get("step")):
@@ -198,6 +222,9 @@ def load_training_state(path: str | Path, optimizer: torch.optim.Optimizer, sche
         optimizer.load_state_dict({"state": opt_state, "param_groups": groups})
         if scheduler is not None: scheduler.load_state_dict(meta["scheduler"])
         for name, g in (generators or {}).items(): g.set_state(tensors[f"generator.{name}"])
+        if scaler is not None:
+            if meta.get("scaler") is None: raise ValueError("the run was saved without a loss scaler (not fp16)")
+            scaler.load_state_dict(meta["scaler"])
         if restore_rng:
             torch.set_rng_state(tensors["rng.torch"])
             cuda = [tensors[f"rng.cuda.{i}"] for i in range(sum(k.startswith("rng.cuda.") for k in tensors))]
@@ -209,3 +236,56 @@ def load_training_state(path: str | Path, optimizer: torch.optim.Optimizer, sche
         raise CheckpointError(f"the training state in {path} ({STATE_FILE}, {STATE_JSON}) does not fit this optimizer "
                               f"or is incomplete: {type(e).__name__}: {e}") from None
     return meta["state"]
+
+# %% ../nbs/90_checkpoint.ipynb #c54dbcc0
+def _fsync_tree(folder: Path) -> None:
+    for p in [*folder.iterdir(), folder]:
+        fd = os.open(p, os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if p.is_dir() else 0))
+        try: os.fsync(fd)
+        finally: os.close(fd)
+
+def save_checkpoint_unit(out: str | Path, step: int, write: Callable[[Path], None], keep: int = 1) -> Path:
+    """Write one checkpoint as a unit: `write(folder)` fills a new hidden folder in the run folder `out`, which is
+    flushed to disk and renamed to `out/step-<step>` (a rename is atomic), so a crash at any moment leaves either
+    the new checkpoint whole or none of it, and the previous one untouched. Then the run keeps its newest `keep`
+    checkpoints: the newest whole, the older ones as model-only snapshots (for `average`), and deletes the rest.
+    A step that has a checkpoint already keeps it: a unit is never replaced, so there is no moment without one."""
+    out = Path(out); out.mkdir(parents=True, exist_ok=True)
+    final = out / f"{UNIT_PREFIX}{step}"
+    tmp = out / f".{final.name}.{os.getpid()}.tmp"
+    if final.exists(): return final
+    if tmp.exists(): shutil.rmtree(tmp)
+    try:
+        tmp.mkdir()
+        write(tmp)
+        _fsync_tree(tmp)
+        os.replace(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    _fsync_tree(out)
+    units = checkpoint_units(out)
+    for old in units[:-max(keep, 1)]: shutil.rmtree(old)
+    for old in units[-max(keep, 1):-1]:          # older kept ones: the weights only
+        for name in (STATE_FILE, STATE_JSON): (old / name).unlink(missing_ok=True)
+    for stale in out.glob(f".{UNIT_PREFIX}*.tmp"):   # left by a process killed in the middle of a save
+        if stale != tmp: shutil.rmtree(stale, ignore_errors=True)
+    return final
+
+
+# %% ../nbs/90_checkpoint.ipynb #12cae9e1
+def average_checkpoints(paths: Sequence[str | os.PathLike]) -> dict[str, Tensor]:
+    "Element-wise mean of the `state_dict`s of the checkpoint folders `paths`, which must hold the same model."
+    paths = list(paths)
+    if not paths: raise ValueError("no checkpoints to average; pass one or more checkpoint folders.")
+    first = load_config(paths[0])["model"]
+    total: dict[str, Tensor] = {}
+    dtypes: dict[str, torch.dtype] = {}
+    for p in paths:
+        if (model := load_config(p)["model"]) != first:
+            raise ValueError(f"{p} holds a model {model}, unlike {paths[0]} ({first}); "
+                             "only checkpoints of one model can be averaged.")
+        for k, v in load_model(p).state_dict().items():
+            dtypes.setdefault(k, v.dtype)
+            total[k] = total[k] + v.double() if k in total else v.double().clone()
+    return {k: (v / len(paths)).to(dtypes[k]) for k, v in total.items()}

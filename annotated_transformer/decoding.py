@@ -12,6 +12,7 @@ from typing import Callable
 import torch
 from torch import Tensor
 
+from .embeddings import id_checks_off
 from .model import EncoderDecoder
 from .training import greedy_decode   # chapter 6's, with the cache; importable from here too
 
@@ -89,46 +90,47 @@ def beam_search(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max
     n_fin = torch.zeros(B, dtype=torch.long, device=dev)                       # finished hypotheses produced so far
     done = torch.zeros(B, dtype=torch.bool, device=dev)                        # sources whose search has stopped
     b_idx = torch.arange(B, device=dev)[:, None]                               # (B, 1)
-    for t in range(1, max_len):                        # after this step, hypotheses hold t generated tokens
-        if t == 1:   # B rows, then the cache and the memory are copied to the K beams of each source
-            out = model.decode(memory, src_mask, seqs[:, 0], None, cache)     # (B, 1, d_model)
-            _map_cache(cache, lambda x: x.repeat_interleave(K, dim=0))         # (B*K, h, ., d_k)
-            memory = memory.repeat_interleave(K, dim=0)                        # (B*K, S, d_model)
-        else:
-            out = model.decode(memory, beam_mask, seqs[:, :, -1].reshape(B * K, 1), None, cache)   # (B*K, 1, d_model)
-        step_logp = model.generator(out[:, -1]).float()                        # (B or B*K, V)
-        V = step_logp.size(-1)
-        if end_symbol is not None and not 0 <= end_symbol < V:
-            raise ValueError(f"end_symbol={end_symbol} is outside the model's vocabulary [0, {V}).")
-        cand = (logp[..., None] + step_logp.view(B, -1, V)).view(B, -1)      # (B, K*V): every one-token extension
-        top, idx = cand.topk(min(2 * K, cand.size(1)), dim=-1)                 # (B, 2K), best first
-        cand_parent, cand_tok = idx // V, idx % V                              # (B, 2K): extends which beam, with what
-        is_end = (cand_tok == end_symbol) if end_symbol is not None else torch.zeros_like(top, dtype=torch.bool)
-        finish = is_end & (top > ninf) & ~done[:, None]
-        finish[:, K:] = False                          # only end-symbol candidates ranked in the top K finish
-        if bool(finish.any()):                         # merge them into the finished pool, keep its K best
-            new = torch.full((B, top.size(1), max_len), fill, dtype=torch.long, device=dev)   # (B, 2K, max_len)
-            new[:, :, :t + 1] = torch.cat([seqs[b_idx, cand_parent], cand_tok[..., None]], dim=-1)
-            pool = torch.cat([fin_scores, (top / gnmt_length_penalty(t, length_penalty)).masked_fill(~finish, ninf)], 1)
-            fin_scores, best = pool.topk(K, dim=-1)                            # (B, K)
-            fin_seqs = torch.cat([fin_seqs, new], dim=1)[b_idx, best]          # (B, K, max_len)
-            fin_lens = torch.cat([fin_lens, torch.full_like(cand_tok, t + 1)], dim=1).gather(1, best)
-            n_fin = n_fin + finish.sum(-1)
-        _, keep = top.masked_fill(is_end, ninf).topk(K, dim=-1)                # (B, K): the best that did not end
-        slot = _stable_slots(cand_parent.gather(1, keep))
-        keep = keep.gather(1, torch.empty_like(slot).scatter_(1, slot, torch.arange(K, device=dev).expand(B, K)))
-        parent = cand_parent.gather(1, keep)                                   # (B, K): parent of the beam in each row
-        logp = top.gather(1, keep)
-        seqs = torch.cat([seqs[b_idx, parent], cand_tok.gather(1, keep)[..., None]], dim=-1)   # (B, K, t + 1)
-        moved = _reorder_rows(cache, (b_idx * K + parent).view(-1)) if t > 1 else 0   # at t = 1 all rows are equal
-        # stop a source when it has K finished hypotheses, or its best alive one cannot beat its best finished one
-        best_lp = max(gnmt_length_penalty(t + 1, length_penalty), gnmt_length_penalty(max_len - 1, length_penalty))
-        done = done | (n_fin >= K) | (fin_scores[:, 0] >= logp.max(-1).values / best_lp)
-        if trace is not None:
-            trace.append(dict(step=t, alive=seqs.clone(), alive_logp=logp.clone(), parent=parent.clone(),
-                              finished=fin_seqs[:, :, :t + 1].clone(), finished_scores=fin_scores.clone(),
-                              done=done.clone(), rows_moved=moved))
-        if bool(done.all()): break
+    with id_checks_off(model):   # the source was checked by encode; the loop feeds back ids it chose itself
+        for t in range(1, max_len):                        # after this step, hypotheses hold t generated tokens
+            if t == 1:   # B rows, then the cache and the memory are copied to the K beams of each source
+                out = model.decode(memory, src_mask, seqs[:, 0], None, cache)     # (B, 1, d_model)
+                _map_cache(cache, lambda x: x.repeat_interleave(K, dim=0))         # (B*K, h, ., d_k)
+                memory = memory.repeat_interleave(K, dim=0)                        # (B*K, S, d_model)
+            else:
+                out = model.decode(memory, beam_mask, seqs[:, :, -1].reshape(B * K, 1), None, cache)   # (B*K, 1, d_model)
+            step_logp = model.generator(out[:, -1]).float()                        # (B or B*K, V)
+            V = step_logp.size(-1)
+            if end_symbol is not None and not 0 <= end_symbol < V:
+                raise ValueError(f"end_symbol={end_symbol} is outside the model's vocabulary [0, {V}).")
+            cand = (logp[..., None] + step_logp.view(B, -1, V)).view(B, -1)      # (B, K*V): every one-token extension
+            top, idx = cand.topk(min(2 * K, cand.size(1)), dim=-1)                 # (B, 2K), best first
+            cand_parent, cand_tok = idx // V, idx % V                              # (B, 2K): extends which beam, with what
+            is_end = (cand_tok == end_symbol) if end_symbol is not None else torch.zeros_like(top, dtype=torch.bool)
+            finish = is_end & (top > ninf) & ~done[:, None]
+            finish[:, K:] = False                          # only end-symbol candidates ranked in the top K finish
+            if bool(finish.any()):                         # merge them into the finished pool, keep its K best
+                new = torch.full((B, top.size(1), max_len), fill, dtype=torch.long, device=dev)   # (B, 2K, max_len)
+                new[:, :, :t + 1] = torch.cat([seqs[b_idx, cand_parent], cand_tok[..., None]], dim=-1)
+                pool = torch.cat([fin_scores, (top / gnmt_length_penalty(t, length_penalty)).masked_fill(~finish, ninf)], 1)
+                fin_scores, best = pool.topk(K, dim=-1)                            # (B, K)
+                fin_seqs = torch.cat([fin_seqs, new], dim=1)[b_idx, best]          # (B, K, max_len)
+                fin_lens = torch.cat([fin_lens, torch.full_like(cand_tok, t + 1)], dim=1).gather(1, best)
+                n_fin = n_fin + finish.sum(-1)
+            _, keep = top.masked_fill(is_end, ninf).topk(K, dim=-1)                # (B, K): the best that did not end
+            slot = _stable_slots(cand_parent.gather(1, keep))
+            keep = keep.gather(1, torch.empty_like(slot).scatter_(1, slot, torch.arange(K, device=dev).expand(B, K)))
+            parent = cand_parent.gather(1, keep)                                   # (B, K): parent of the beam in each row
+            logp = top.gather(1, keep)
+            seqs = torch.cat([seqs[b_idx, parent], cand_tok.gather(1, keep)[..., None]], dim=-1)   # (B, K, t + 1)
+            moved = _reorder_rows(cache, (b_idx * K + parent).view(-1)) if t > 1 else 0   # at t = 1 all rows are equal
+            # stop a source when it has K finished hypotheses, or its best alive one cannot beat its best finished one
+            best_lp = max(gnmt_length_penalty(t + 1, length_penalty), gnmt_length_penalty(max_len - 1, length_penalty))
+            done = done | (n_fin >= K) | (fin_scores[:, 0] >= logp.max(-1).values / best_lp)
+            if trace is not None:
+                trace.append(dict(step=t, alive=seqs.clone(), alive_logp=logp.clone(), parent=parent.clone(),
+                                  finished=fin_seqs[:, :, :t + 1].clone(), finished_scores=fin_scores.clone(),
+                                  done=done.clone(), rows_moved=moved))
+            if bool(done.all()): break
     # alive hypotheses cut off by max_len compete with the finished ones, where the search did not stop
     L = seqs.size(-1)
     alive_scores = (logp / gnmt_length_penalty(L - 1, length_penalty)).masked_fill(done[:, None], ninf)   # (B, K)

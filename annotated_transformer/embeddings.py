@@ -8,12 +8,13 @@ Docs: https://annotated-transformer.github.io/annotated-transformer/embeddings.h
 from __future__ import annotations
 
 import math
+from contextlib import contextmanager
 
 import torch
 from torch import nn, Tensor
 
 # %% auto #0
-__all__ = ['check_token_ids', 'Embeddings']
+__all__ = ['check_token_ids', 'Embeddings', 'id_checks_off']
 
 # %% ../nbs/01_embeddings.ipynb #e90225b2
 def check_token_ids(x: Tensor, vocab: int, name: str = "tokens") -> None:
@@ -38,7 +39,22 @@ class Embeddings(nn.Module):
         super().__init__()
         self.lut = nn.Embedding(vocab, d_model)  # the lookup table W: (vocab, d_model)
         self.d_model, self.vocab = d_model, vocab
+        # a clear error for a bad id instead of an index error (CPU) or a device-side assert (GPU). The check reads
+        # two numbers back from the device; a training loop that checks each batch on the CPU first switches it off.
+        self.check_ids = True
 
     def forward(self, x: Tensor) -> Tensor:
-        check_token_ids(x, self.vocab)
+        if self.check_ids: check_token_ids(x, self.vocab)
         return self.lut(x) * math.sqrt(self.d_model)  # (batch, seq, d_model)
+
+@contextmanager
+def id_checks_off(model: nn.Module):
+    """Within the block, every `Embeddings` of `model` skips `check_token_ids`: for ids that the code itself made
+    (a decoding loop's argmax) or checked already (a training loop, on the CPU), where the check would only make a
+    GPU wait. The previous settings come back afterwards."""
+    mods = [m for m in model.modules() if isinstance(m, Embeddings)]
+    before = [m.check_ids for m in mods]
+    for m in mods: m.check_ids = False
+    try: yield model
+    finally:
+        for m, b in zip(mods, before): m.check_ids = b

@@ -63,20 +63,22 @@ class EncoderDecoder(nn.Module):
         self.generator = generator
         self.config: dict = {}  # make_model's arguments, so that a checkpoint can rebuild the model
 
-    def forward(self, src: Tensor, tgt: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None) -> Tensor:
-        "Decoder output `(batch, tgt_len, d_model)`; apply `self.generator` for log-probabilities."
-        return self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask)
+    def forward(self, src: Tensor, tgt: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
+                is_causal: bool = False) -> Tensor:
+        """Decoder output `(batch, tgt_len, d_model)`; apply `self.generator` for log-probabilities. `is_causal=True`
+        with `tgt_mask=None` applies the causal mask without building it (the fast path for right-padded targets)."""
+        return self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask, is_causal=is_causal)
 
     def encode(self, src: Tensor, src_mask: Tensor | None) -> Tensor:
         "`(batch, src_len)` ids, `(batch, 1, src_len)` mask -> memory `(batch, src_len, d_model)`."
         return self.encoder(self.src_embed(src), src_mask)
 
     def decode(self, memory: Tensor, src_mask: Tensor | None, tgt: Tensor, tgt_mask: Tensor | None,
-               cache: list[dict] | None = None) -> Tensor:
+               cache: list[dict] | None = None, is_causal: bool = False) -> Tensor:
         """`(batch, tgt_len)` ids -> `(batch, tgt_len, d_model)`. With a `cache` (from `new_cache`), `tgt` holds only
         the new tokens: positions continue after the cached ones and earlier keys/values are reused (chapter 7)."""
         start = cached_length(cache)
-        return self.decoder(self.tgt_embed(tgt, start), memory, src_mask, tgt_mask, cache)
+        return self.decoder(self.tgt_embed(tgt, start), memory, src_mask, tgt_mask, cache, is_causal)
 
     def new_cache(self) -> list[dict]:
         "An empty key/value cache for `decode`, one dict per decoder layer."

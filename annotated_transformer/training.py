@@ -19,23 +19,46 @@ from torch import nn, Tensor
 from tqdm import tqdm
 
 from .attention import subsequent_mask
+from .embeddings import check_token_ids, id_checks_off
 from .model import EncoderDecoder
 
 # %% auto #0
 __all__ = ['PRECISIONS', 'Batch', 'rate', 'noam_optimizer', 'LabelSmoothing', 'TrainState', 'autocast_context', 'unwrap_model',
-           'batch_loss', 'train_step', 'run_epoch', 'greedy_decode', 'copy_task_batches', 'copy_task_accuracy']
+           'batch_loss', 'micro_step', 'train_step', 'run_epoch', 'greedy_decode', 'copy_task_batches',
+           'copy_task_accuracy']
 
 # %% ../nbs/06_training.ipynb #e09be47b
 class Batch:
-    "A batch of source and target ids with their masks, for teacher-forced training (pad = `pad`)."
+    """A batch of source and target ids with their masks, for teacher-forced training (pad = `pad`).
+
+    Build it on the CPU and then move it (`.to(device)`): the counts below are read there, where reading a number
+    costs nothing, instead of making a GPU wait. `tgt_mask` is made when first asked for; the training loop does not
+    ask when the targets are right-padded (`right_padded`), because the causal mask alone then gives the same loss
+    and lets attention use its fastest kernel (`is_causal`)."""
     def __init__(self, src: Tensor, tgt: Tensor | None = None, pad: int = 0):
-        self.src = src                                            # (batch, src_len)
+        self.src, self.pad = src, pad                             # (batch, src_len)
         self.src_mask = (src != pad).unsqueeze(-2)                # (batch, 1, src_len): True at real tokens
         if tgt is not None:
             self.tgt = tgt[:, :-1]                                # (batch, tgt_len - 1): decoder input, shifted right
             self.tgt_y = tgt[:, 1:]                               # (batch, tgt_len - 1): what each position predicts
-            self.tgt_mask = self.make_std_mask(self.tgt, pad)     # (batch, tgt_len - 1, tgt_len - 1)
+            real = self.tgt != pad                                # (batch, tgt_len - 1)
             self.ntokens = int((self.tgt_y != pad).sum())         # target tokens that count in the loss
+            # True when no real token follows a padding one in any row: then padding only ever sits after the
+            # real tokens, and no real query can see it under the causal mask
+            self.right_padded = bool((real[:, 1:] <= real[:, :-1]).all()) if real.size(1) > 1 else True
+            self._tgt_mask: Tensor | None = None
+
+    @property
+    def tgt_mask(self) -> Tensor:
+        "Padding & causal mask `(batch, tgt_len - 1, tgt_len - 1)` of the decoder input, made on first use."
+        if self._tgt_mask is None: self._tgt_mask = self.make_std_mask(self.tgt, self.pad)
+        return self._tgt_mask
+
+    def check(self, src_vocab: int, tgt_vocab: int) -> Batch:
+        "Check every id against the vocabularies (`check_token_ids`) once, here, instead of inside the model."
+        check_token_ids(self.src, src_vocab, "source tokens")
+        if hasattr(self, "tgt"): check_token_ids(torch.cat([self.tgt[:, :1], self.tgt_y], 1), tgt_vocab, "target tokens")
+        return self
 
     @staticmethod
     def make_std_mask(tgt: Tensor, pad: int) -> Tensor:
@@ -43,9 +66,14 @@ class Batch:
         return (tgt != pad).unsqueeze(-2) & subsequent_mask(tgt.size(-1), device=tgt.device)
 
     def to(self, device) -> Batch:
-        "Move every tensor to `device` (in place); returns the batch."
+        """Move every tensor to `device` (in place); returns the batch. To a GPU the tensors go through pinned
+        memory, so the copies run beside the work already queued instead of blocking the Python thread."""
+        if device is None: return self
+        device = torch.device(device)
+        pin = device.type == "cuda" and torch.cuda.is_available()
         for k, v in vars(self).items():
-            if isinstance(v, Tensor): setattr(self, k, v.to(device, non_blocking=True))
+            if isinstance(v, Tensor) and v.device != device:
+                setattr(self, k, (v.pin_memory() if pin and v.device.type == "cpu" else v).to(device, non_blocking=True))
         return self
 
 # %% ../nbs/06_training.ipynb #2b0e7798
@@ -57,13 +85,40 @@ def rate(step: int, model_size: int, factor: float, warmup: int) -> float:
 
 def noam_optimizer(model: nn.Module, model_size: int, factor: float = 1.0, warmup: int = 4000
                    ) -> tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
-    "Adam(betas=(0.9, 0.98), eps=1e-9; fused on a GPU) with a `LambdaLR` that sets the learning rate to `rate(step, ...)`."
-    fused = all(p.is_cuda for p in model.parameters())   # one fused kernel for all parameters on a GPU
+    """Adam(betas=(0.9, 0.98), eps=1e-9) with a `LambdaLR` that sets the learning rate to `rate(step, ...)`. Adam is
+    fused (one kernel for all parameters, its step counters on the device, so it never reads a number back) when the
+    parameters are all on the CPU or all on one GPU."""
+    kinds = {p.device.type for p in model.parameters()}
+    fused = len(kinds) == 1 and kinds <= {"cpu", "cuda"}
     opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9, fused=fused or None)  # lr = rate
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: rate(step, model_size, factor, warmup))
     return opt, sched
 
 # %% ../nbs/06_training.ipynb #6c333b4f
+class _SmoothedKL(torch.autograd.Function):
+    """The loss of `LabelSmoothing` with its gradient written out: d loss / d x = -g * q, one `(n, V)` tensor
+    (autograd's own backward of the gather and the two slices fills and adds three such tensors)."""
+    @staticmethod
+    def forward(ctx, x: Tensor, target: Tensor, confidence: float, spread: float, pad: int, neg_entropy: float):
+        log_p_y = x.gather(1, target.unsqueeze(1)).squeeze(1)                     # (n,) log p of the target
+        loss = neg_entropy - (confidence - spread) * log_p_y                      # (n,)
+        if spread > 0:   # s * sum of log p over the non-padding classes; the padding column is never read
+            loss = loss - spread * (x[:, :pad].sum(-1) + x[:, pad + 1:].sum(-1))
+        real = target != pad
+        ctx.save_for_backward(target, real)
+        ctx.shape, ctx.consts = x.shape, (confidence, spread, pad)
+        return torch.where(real, loss, torch.zeros_like(loss)).sum()             # padding positions: 0
+
+    @staticmethod
+    def backward(ctx, g: Tensor):
+        target, real = ctx.saved_tensors
+        confidence, spread, pad = ctx.consts
+        w = g * real.to(g.dtype)                                                  # (n,): 0 at padding positions
+        grad = (-spread * w).unsqueeze(1).expand(ctx.shape).contiguous()          # -s on every class ...
+        grad[:, pad] = 0.0                                                        # ... but padding
+        grad.scatter_(1, target.unsqueeze(1), (-confidence * w).unsqueeze(1))     # -(1 - eps) on the target
+        return grad, None, None, None, None, None
+
 class LabelSmoothing(nn.Module):
     """KL divergence, summed over positions, from the label-smoothed target distribution to the model's
     log-probabilities `x` `(n, size)`: `1 - smoothing` on the correct class, `smoothing / (size - 2)` on each other
@@ -97,12 +152,7 @@ class LabelSmoothing(nn.Module):
         if x.dim() != 2 or x.size(1) != self.size:
             raise ValueError(f"expected log-probabilities of shape (n, {self.size}), got {tuple(x.shape)}; "
                              f"flatten (batch, seq, vocab) to (batch * seq, vocab) first.")
-        pad, s = self.padding_idx, self.spread
-        log_p_y = x.gather(1, target.unsqueeze(1)).squeeze(1)                         # (n,) log p of the target
-        loss = self.neg_entropy - (self.confidence - s) * log_p_y                     # (n,)
-        if s > 0:   # s * sum of log p over the non-padding classes; the padding column is never read
-            loss = loss - s * (x[:, :pad].sum(-1) + x[:, pad + 1:].sum(-1))
-        return torch.where(target != pad, loss, torch.zeros_like(loss)).sum()        # padding positions: 0
+        return _SmoothedKL.apply(x, target, self.confidence, self.spread, self.padding_idx, self.neg_entropy)
 
 # %% ../nbs/06_training.ipynb #b92d69c3
 @dataclass
@@ -135,39 +185,54 @@ def unwrap_model(model: nn.Module) -> nn.Module:
 
 def batch_loss(model: EncoderDecoder, batch: Batch, criterion: nn.Module) -> Tensor:
     """Teacher-forced forward pass: the loss summed over the batch's target tokens (a scalar). `model` may be
-    wrapped (DDP, `torch.compile`): the wrapper runs the forward pass, the generator comes from the model inside."""
-    out = model(batch.src, batch.tgt, batch.src_mask, batch.tgt_mask)       # (batch, tgt_len, d_model)
+    wrapped (DDP, `torch.compile`): the wrapper runs the forward pass, the generator comes from the model inside.
+    Right-padded targets use the causal mask alone (`is_causal`), which gives the same loss as the full mask."""
+    if getattr(batch, "right_padded", False):
+        out = model(batch.src, batch.tgt, batch.src_mask, None, is_causal=True)   # (batch, tgt_len, d_model)
+    else:
+        out = model(batch.src, batch.tgt, batch.src_mask, batch.tgt_mask)
     log_probs = unwrap_model(model).generator(out)                          # (batch, tgt_len, vocab)
     return criterion(log_probs.reshape(-1, log_probs.size(-1)), batch.tgt_y.reshape(-1))
 
+def micro_step(model: EncoderDecoder, batch: Batch, criterion: nn.Module, total: int, *, precision: str = "fp32",
+               scaler: torch.amp.GradScaler | None = None, sync: bool = True) -> Tensor:
+    """Forward and backward on one micro-batch whose loss counts `1 / total` of the step's; returns the detached
+    summed loss, on the device. Nothing here reads a number back to the host, so the GPU never waits for Python.
+    `sync=False` skips DDP's gradient all-reduce (`no_sync`), for every micro-batch but the last."""
+    ctx = model.no_sync() if not sync and hasattr(model, "no_sync") else nullcontext()
+    with ctx:                                            # DDP: all-reduce the gradients once, after the last one
+        with autocast_context(batch.src.device.type, precision):
+            loss = batch_loss(model, batch, criterion)   # fp32 (log-softmax and the loss run in fp32)
+        scaled = loss / total
+        (scaler.scale(scaled) if scaler is not None else scaled).backward()   # gradients add up
+    return loss.detach()
+
 def train_step(model: EncoderDecoder, batches: list[Batch], criterion: nn.Module, optimizer: torch.optim.Optimizer,
                scheduler=None, clip_norm: float | None = None, *, precision: str = "fp32",
-               scaler: torch.amp.GradScaler | None = None) -> tuple[float, int]:
+               scaler: torch.amp.GradScaler | None = None, return_norm: bool = False):
     """One optimizer step over `batches` (k micro-batches). Each micro-batch's summed loss is divided by the target
     tokens of all k, so the accumulated gradient is that of the per-token mean over the group, as if it were one
-    batch. The optimizer and `scheduler` step once. Returns (loss summed over the group, target tokens).
+    batch. The optimizer and `scheduler` step once. Returns (loss summed over the group, target tokens), the loss as
+    a 0-d tensor **on the model's device**: read it (`float(loss)`) only when you need the number, since on a GPU
+    reading waits for all queued work. `return_norm=True` adds the gradient norm before clipping (a 0-d tensor).
     `precision` ("fp32", "bf16", "fp16") runs the forward passes under `autocast_context`; fp16 needs a
     `torch.amp.GradScaler` in `scaler`. A `DistributedDataParallel` model averages gradients across processes only
-    on the last micro-batch (`no_sync` on the others)."""
-    total = sum(b.ntokens for b in batches)
+    on the last micro-batch."""
+    total = sum(b.ntokens for b in batches)             # ints counted on the CPU when the batches were built
     if total == 0: raise ValueError("these batches hold no target tokens (all padding); nothing to learn from.")
-    device_type = batches[0].src.device.type
-    autocast_context(device_type, precision)           # validates the precision before any work
+    autocast_context(batches[0].src.device.type, precision)   # validates the precision before any work
     if precision == "fp16" and scaler is None:
         raise ValueError("precision='fp16' needs loss scaling: pass scaler=torch.amp.GradScaler('cuda').")
-    loss_sum = torch.zeros((), dtype=torch.float64)
+    loss_sum = None
     for i, b in enumerate(batches):
-        last = i == len(batches) - 1
-        sync = nullcontext() if last or not hasattr(model, "no_sync") else model.no_sync()
-        with sync:                                       # DDP: all-reduce the gradients once, after the last one
-            with autocast_context(device_type, precision):
-                loss = batch_loss(model, b, criterion)   # fp32 (log-softmax and the loss run in fp32)
-            scaled = loss / total
-            (scaler.scale(scaled) if scaler is not None else scaled).backward()   # gradients add up
-        loss_sum += loss.detach().to("cpu", torch.float64)
+        loss = micro_step(model, b, criterion, total, precision=precision, scaler=scaler, sync=i == len(batches) - 1)
+        loss_sum = loss if loss_sum is None else loss_sum + loss
     if scaler is not None: scaler.unscale_(optimizer)   # true gradients before clipping
+    norm = None
     if clip_norm is not None:
-        nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+        norm = nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+    elif return_norm:
+        norm = nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
     if scaler is not None:
         scaler.step(optimizer)                           # skipped when a gradient is inf/NaN
         scaler.update()
@@ -175,7 +240,7 @@ def train_step(model: EncoderDecoder, batches: list[Batch], criterion: nn.Module
         optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     if scheduler is not None: scheduler.step()        # once per optimizer step, not per micro-batch
-    return loss_sum.item(), total
+    return (loss_sum, total, norm) if return_norm else (loss_sum, total)
 
 def _groups(items: Iterable, k: int) -> Iterator[list]:
     "Consecutive lists of `k` items (the last one may be shorter)."
@@ -189,30 +254,34 @@ def run_epoch(batches: Iterable[Batch], model: EncoderDecoder, criterion: nn.Mod
               optimizer: torch.optim.Optimizer | None = None, scheduler=None, *, mode: str = "train",
               state: TrainState | None = None, accum_steps: int = 1, clip_norm: float | None = None,
               max_steps: int | None = None, progress: bool = True, desc: str | None = None,
-              callback: Callable[[TrainState, float], bool] | None = None, precision: str = "fp32",
+              callback: Callable[[TrainState, Tensor], bool] | None = None, precision: str = "fp32",
               scaler: torch.amp.GradScaler | None = None) -> tuple[float, TrainState]:
     """Train (`mode="train"`) or evaluate (`mode="eval"`: no gradients, dropout off) on `batches`. Returns the mean
     loss per target token and the updated `state`. In training, every `accum_steps` batches make one optimizer step;
     the loop ends when `batches` runs out, when `state.step` reaches `max_steps`, or when
-    `callback(state, step_loss_per_token)` returns True. `precision` and `scaler` go to `train_step` (for fp16 a
-    `GradScaler` is made when none is given); evaluation uses the same autocast."""
+    `callback(state, step_loss_per_token)` returns True; the loss it gets is a 0-d tensor on the device (read it only
+    when needed). The losses add up on the device and the progress bar reads them about once a second.
+    `precision` and `scaler` go to `train_step` (for fp16 a `GradScaler` is made when none is given); evaluation
+    uses the same autocast."""
     if mode not in ("train", "eval"): raise ValueError(f"mode must be 'train' or 'eval', got {mode!r}.")
     if mode == "train" and optimizer is None: raise ValueError("mode='train' needs an optimizer.")
     if accum_steps < 1: raise ValueError(f"accum_steps must be >= 1, got {accum_steps}.")
     state = TrainState() if state is None else state
-    total_loss, total_tokens, t0 = 0.0, 0, time.perf_counter()
+    total_loss, total_tokens, t0 = None, 0, time.perf_counter()
+    add = lambda acc, x: x if acc is None else acc + x
     n = len(batches) if hasattr(batches, "__len__") else None
     if mode == "eval":
         model.eval()
         with torch.no_grad():
             for b in tqdm(batches, total=n, desc=desc or "eval", unit="batch", disable=not progress, leave=False):
                 with autocast_context(b.src.device.type, precision):
-                    total_loss += batch_loss(model, b, criterion).item()
+                    total_loss = add(total_loss, batch_loss(model, b, criterion))
                 total_tokens += b.ntokens
-        return total_loss / max(total_tokens, 1), state
+        return (0.0 if total_loss is None else float(total_loss)) / max(total_tokens, 1), state
     total = None if n is None else math.ceil(n / accum_steps)
     if max_steps is not None: total = max(0, max_steps - state.step) if total is None else min(total, max(0, max_steps - state.step))
     model.train()
+    shown = 0.0
     with tqdm(total=total, desc=desc or "train", unit="step", disable=not progress, mininterval=1.0) as bar:
         groups = _groups(batches, accum_steps)
         while max_steps is None or state.step < max_steps:   # test first: never draw a batch that will not be used
@@ -222,14 +291,16 @@ def run_epoch(batches: Iterable[Batch], model: EncoderDecoder, criterion: nn.Mod
                 scaler = torch.amp.GradScaler(group[0].src.device.type)
             loss, ntokens = train_step(model, group, criterion, optimizer, scheduler, clip_norm,
                                        precision=precision, scaler=scaler)
-            total_loss += loss; total_tokens += ntokens
+            total_loss = add(total_loss, loss); total_tokens += ntokens
             state.step += 1; state.micro_step += len(group)
             state.samples += sum(b.src.size(0) for b in group); state.tokens += ntokens
             bar.update(1)
-            bar.set_postfix(loss=f"{loss / ntokens:.3f}", tok_s=f"{total_tokens / (time.perf_counter() - t0):.0f}",
-                            lr=f"{optimizer.param_groups[0]['lr']:.2e}", refresh=False)
+            if progress and time.perf_counter() - shown >= 1.0:   # one read of the device per second, not per step
+                shown = time.perf_counter()
+                bar.set_postfix(loss=f"{float(loss) / ntokens:.3f}", tok_s=f"{total_tokens / (shown - t0):.0f}",
+                                lr=f"{optimizer.param_groups[0]['lr']:.2e}", refresh=False)
             if callback is not None and callback(state, loss / ntokens): break
-    return total_loss / max(total_tokens, 1), state
+    return (0.0 if total_loss is None else float(total_loss)) / max(total_tokens, 1), state
 
 # %% ../nbs/06_training.ipynb #66458d38
 @torch.no_grad()
@@ -247,18 +318,19 @@ def greedy_decode(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, m
     done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)      # rows that produced end_symbol
     fill = end_symbol if pad_symbol is None else pad_symbol
     cache = model.new_cache() if use_cache else None
-    for _ in range(max_len - 1):
-        if use_cache:   # only the newest token; positions and earlier keys/values come from the cache
-            out = model.decode(memory, src_mask, ys[:, -1:], None, cache)      # (batch, 1, d_model)
-        else:           # the whole prefix again, under the causal mask
-            out = model.decode(memory, src_mask, ys, subsequent_mask(ys.size(1), device=src.device))  # (batch, t, d_model)
-        logp = model.generator(out[:, -1])                                    # (batch, vocab)
-        next_word = logp.argmax(dim=-1) if pick is None else pick(logp)        # (batch,)
-        if end_symbol is not None:
-            next_word = next_word.masked_fill(done, fill)
-            done = done | (next_word == end_symbol)
-        ys = torch.cat([ys, next_word.unsqueeze(1)], dim=1)                    # (batch, t + 1)
-        if end_symbol is not None and bool(done.all()): break
+    with id_checks_off(model):   # the source was checked by encode; the loop feeds back ids it chose itself
+        for _ in range(max_len - 1):
+            if use_cache:   # only the newest token; positions and earlier keys/values come from the cache
+                out = model.decode(memory, src_mask, ys[:, -1:], None, cache)      # (batch, 1, d_model)
+            else:           # the whole prefix again, under the causal mask
+                out = model.decode(memory, src_mask, ys, subsequent_mask(ys.size(1), device=src.device))  # (batch, t, d_model)
+            logp = model.generator(out[:, -1])                                    # (batch, vocab)
+            next_word = logp.argmax(dim=-1) if pick is None else pick(logp)        # (batch,)
+            if end_symbol is not None:
+                next_word = next_word.masked_fill(done, fill)
+                done = done | (next_word == end_symbol)
+            ys = torch.cat([ys, next_word.unsqueeze(1)], dim=1)                    # (batch, t + 1)
+            if end_symbol is not None and bool(done.all()): break
     return ys
 
 # %% ../nbs/06_training.ipynb #919724f6
@@ -273,8 +345,7 @@ def copy_task_batches(vocab: int = 11, batch_size: int = 80, n_batches: int | No
     while n_batches is None or i < n_batches:
         data = torch.randint(2, vocab, (batch_size, seq_len), generator=generator)   # (batch, seq_len)
         data[:, 0] = start_symbol
-        data = data.to(device)
-        yield Batch(data, data, pad)
+        yield Batch(data, data, pad).to(device)   # counted on the CPU, then moved
         i += 1
 
 @torch.no_grad()

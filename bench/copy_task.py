@@ -24,7 +24,8 @@ import time
 from pathlib import Path
 
 # the command line first: it sets OMP_WAIT_POLICY before torch loads OpenMP, as it does for the real command
-from annotated_transformer.cli import build_parser, config_from_args, train
+from annotated_transformer.cli import build_parser, config_from_args
+from annotated_transformer.run import train
 
 import torch
 

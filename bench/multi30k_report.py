@@ -30,10 +30,11 @@ import sacrebleu
 sys.path.insert(0, str(Path(__file__).parent))
 from copy_task import machine, slug  # noqa: E402  (the same machine description as the other benchmarks)
 
-from annotated_transformer.checkpoint import load_config  # noqa: E402
+from annotated_transformer.checkpoint import load_config, resolve_checkpoint  # noqa: E402
 from annotated_transformer.cli import average, snapshots  # noqa: E402
-from annotated_transformer.data import (PAD, encode_pairs, evaluate_translation, load_multi30k,  # noqa: E402
-                                        load_translator, translate, translation_loader)
+from annotated_transformer.data import PAD, encode_pairs, load_multi30k, translation_loader  # noqa: E402
+from annotated_transformer.run import evaluate  # noqa: E402
+from annotated_transformer.translation import load_translator, translate  # noqa: E402
 from annotated_transformer.training import Batch, LabelSmoothing, run_epoch  # noqa: E402
 
 
@@ -46,8 +47,13 @@ def validation_loss(checkpoint: Path, pairs: list[tuple[str, str]], max_tokens: 
     return {"val_loss": loss, "val_ppl": math.exp(loss)}
 
 
-def train_losses(logs: list[str]) -> dict[int, float]:
-    "The `step N: loss X` lines of training logs (the loss of the batch at that step), by step."
+def train_losses(run: Path, logs: list[str]) -> dict[int, float]:
+    """Training loss by step: from the run's `metrics.jsonl` (the mean loss per token over each log interval), else
+    from the `step N: loss X` lines of older runs' stderr logs (the loss of the one batch at that step)."""
+    metrics = run / "metrics.jsonl"
+    if metrics.is_file():
+        recs = [json.loads(line) for line in metrics.read_text().splitlines() if line.strip()]
+        return {r["step"]: r["loss"] for r in recs if "loss" in r}
     out = {}
     for log in logs:
         for m in re.finditer(r"^step (\d+): loss ([0-9.]+)", Path(log).read_text(), re.M):
@@ -60,7 +66,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--run", required=True, help="the checkpoint folder of the run (its final model)")
     p.add_argument("--snapshots", help="glob of snapshot folders (default: RUN/step-N)")
     p.add_argument("--data-dir", help="Multi30k folder (default: the one the run trained on)")
-    p.add_argument("--log", nargs="*", default=[], help="training logs with 'step N: loss X' lines")
+    p.add_argument("--log", nargs="*", default=[], help="older runs without metrics.jsonl: stderr logs with 'step N: loss X' lines")
     p.add_argument("--average", type=int, default=5, help="average the last K snapshots (default 5)")
     p.add_argument("--beam", type=int, default=4, help="beam size of the beam-search scores (default 4)")
     p.add_argument("--out", help="JSON file (default: bench/results/multi30k-<preset>-<machine>.json)")
@@ -69,10 +75,10 @@ def main(argv: list[str] | None = None) -> dict:
     snaps = ([Path(s) for s in glob.glob(args.snapshots)] if args.snapshots else snapshots(run))
     snaps = sorted(snaps, key=lambda s: load_config(s)["step"])
     if len(snaps) < args.average: sys.exit(f"need at least {args.average} snapshots to average, found {len(snaps)}")
-    task = json.loads((run / "task.json").read_text())
+    task = json.loads((run / "task.json").read_text())   # the run folder keeps it beside its checkpoints
     data_dir = args.data_dir or task["data_dir"]
     val = load_multi30k("val", data_dir)
-    losses = train_losses(args.log)
+    losses = train_losses(run, args.log)
     t0 = time.perf_counter()
 
     curve = []
@@ -90,7 +96,7 @@ def main(argv: list[str] | None = None) -> dict:
     for name, ckpt in (("final", run), (f"average_last_{args.average}", averaged)):
         for split in ("val", "test2016"):
             for beam in (1, args.beam):
-                r = evaluate_translation(ckpt, split, data_dir, beam, device="cpu")
+                r = evaluate(ckpt, device="cpu", data_dir=data_dir, split=split, beam=beam)
                 scores[f"{name}/{split}/beam{beam}"] = {k: r[k] for k in ("bleu", "precisions", "bp", "signature")}
                 print(f"{name:>18} {split:>9} beam {beam}: BLEU {r['bleu']:.2f}", flush=True)
 
@@ -107,7 +113,7 @@ def main(argv: list[str] | None = None) -> dict:
     ranked = sorted(readable, key=lambda i: (sent[i], i))
     pick = lambda idx: [{"de": test[i][0], "en": test[i][1], "hyp": hyps[i], "sentence_bleu": round(sent[i], 1)}
                         for i in idx]
-    state = json.loads((run / "train_state.json").read_text())
+    state = json.loads((resolve_checkpoint(run) / "train_state.json").read_text())
     result = {
         "benchmark": "Multi30k German->English: learning curve, sacreBLEU, checkpoint averaging",
         "machine": machine(), "preset": task["preset"], "task": task,

@@ -20,7 +20,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from copy_task import machine, slug  # noqa: E402
 
-from annotated_transformer.cli import CopyTask  # noqa: E402
+from annotated_transformer.tasks import CopyTask  # noqa: E402
 from annotated_transformer.training import noam_optimizer, run_epoch  # noqa: E402
 
 
@@ -31,16 +31,16 @@ def curve(precision: str, steps: int, device: str, seed: int = 0) -> dict:
     if device == "cuda": torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
     torch.manual_seed(seed)
     model = task.build_model().to(device)
-    opt, sched = noam_optimizer(model, model.config["d_model"], task.factor, task.warmup)
+    opt, sched = noam_optimizer(model, model.config["d_model"], task.lr_factor, task.warmup)
     losses, scales = [], []
     scaler = torch.amp.GradScaler(device) if precision == "fp16" else None
 
     def record(state, loss):
-        losses.append(loss)
+        losses.append(float(loss))
         if scaler is not None: scales.append(scaler.get_scale())
         return False
     t0 = time.perf_counter()
-    run_epoch(task.batches(task.batch_size, torch.Generator().manual_seed(seed), device), model, task.criterion(),
+    run_epoch((b.to(device) for b in task.batches(torch.Generator().manual_seed(seed))), model, task.criterion().to(device),
               opt, sched, max_steps=steps, progress=False, callback=record, scaler=scaler,
               precision="fp32" if tf32 else precision)
     seconds = time.perf_counter() - t0
