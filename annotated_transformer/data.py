@@ -7,7 +7,9 @@ Docs: https://annotated-transformer.github.io/annotated-transformer/data.html.md
 # %% ../nbs/09_data.ipynb #6adb518f
 from __future__ import annotations
 
+import fnmatch
 import gzip
+import json
 import hashlib
 import http.client
 import os
@@ -26,11 +28,12 @@ from torch.utils.data import DataLoader, Sampler
 from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 # %% auto #0
-__all__ = ['MULTI30K_COMMIT', 'MULTI30K_URL', 'MULTI30K_SPLITS', 'MULTI30K_SHA256', 'DATA_ENV', 'SPECIAL_TOKENS', 'PAD', 'BOS',
-           'EOS', 'UNK', 'DataError', 'multi30k_cache_dir', 'sha256_file', 'download_multi30k', 'read_lines',
-           'load_multi30k', 'write_synthetic_multi30k', 'new_tokenizer', 'check_tokenizer', 'train_tokenizer',
-           'save_tokenizer', 'load_tokenizer', 'encode_batch', 'encode', 'decode', 'decode_batch', 'encode_pairs',
-           'TokenBudgetSampler', 'pad_sequences', 'collate', 'translation_loader']
+__all__ = ['MULTI30K_COMMIT', 'MULTI30K_URL', 'MULTI30K_SPLITS', 'MULTI30K_SHA256', 'DATA_ENV', 'RESULT_FILES', 'REPOSITORY',
+           'SPECIAL_TOKENS', 'PAD', 'BOS', 'EOS', 'UNK', 'DataError', 'multi30k_cache_dir', 'sha256_file',
+           'download_multi30k', 'read_lines', 'load_multi30k', 'write_synthetic_multi30k', 'cache_root',
+           'repository_url', 'find_results', 'stored_result', 'load_result', 'new_tokenizer', 'check_tokenizer',
+           'train_tokenizer', 'save_tokenizer', 'load_tokenizer', 'encode_batch', 'encode', 'decode', 'decode_batch',
+           'encode_pairs', 'TokenBudgetSampler', 'pad_sequences', 'collate', 'translation_loader']
 
 # %% ../nbs/09_data.ipynb #395e0911
 MULTI30K_COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
@@ -203,6 +206,92 @@ def write_synthetic_multi30k(folder: str | os.PathLike, n_train: int = 400, n_ev
         for side, name in enumerate(MULTI30K_SPLITS[split]):
             (folder / name).write_text("\n".join(p[side] for p in ps) + "\n", encoding="utf-8")
     return folder
+
+# %% ../nbs/09_data.ipynb #0ac2a699
+#: the stored results that the chapters show (`bench/results/` of the repository), pinned by sha256
+RESULT_FILES = {
+    "train_throughput-intel-r-xeon-r-processor-2-50ghz-2cores.json":
+        "6b4c76f9c129c55ae489c3fbc99fb1c3fb1c818d9089ccb84286fc0946bf1216",
+    "profile_step-intel-r-xeon-r-processor-2-50ghz-2cores.json":
+        "aa8a1e1ca5c516cb1268fd2e131e0e1c9967f80de64585d979a517d57045e3e0",
+    "multi30k-small-intel-r-xeon-r-processor-2-50ghz-2cores.json":
+        "d03f80dde7d4d09a43547120cfdbd449975617dcd6647cf9b68078fb64df1633",
+    "decode-intel-r-xeon-r-processor-2-50ghz-2cores.json":
+        "aa2a18fb322d3e77be3c4a0ca9fb389dd9235b1e32dfda6841ffd117d35e9172",
+    "decode-nvidia-h100-80gb-hbm3.json":
+        "a67b2695fc58a12bcf0907ebaab3a7b3ba93e0de0bd5088a58a9a03f9d7c733d",
+    "memory-nvidia-h100-80gb-hbm3.json":
+        "250bfe92938be2a21887d5d47d2465f88c18851171e06deebf2f7f623ed4bba0",
+    "multi30k-gpu-nvidia-h100-80gb-hbm3.jsonl":
+        "597f8b85fb75dbbf7fafae292849bde03e2f71fa23f9b1a24f42fe8691f7d660",
+    "multi30k-gpu-nvidia-h100-80gb-hbm3.log":
+        "da56f5161bf2b2b49f481a666a15f795bef2906c97bd201e3ab7e81462d66263",
+    "precision_curves-nvidia-h100-80gb-hbm3.json":
+        "880446aef64b9fd6c17372a886aa38134691812fd4bbc945fcb2d1c0b1855145",
+    "profile_step-nvidia-h100-80gb-hbm3.json":
+        "c04873d1f24bb7a1cebd13d33811bea340f8e36c9fc174245a33200ec8701eca",
+    "sdpa_kernels-nvidia-h100-80gb-hbm3.json":
+        "614e0581e27bc69760be73692171a6982b3871d3e4dd63443ba50500d84aa4b8",
+    "train_throughput-nvidia-h100-80gb-hbm3.json":
+        "d5774be261d151460e5875a7c9c966a3731ffff8370def40af0f24f68629c6d5",
+}
+REPOSITORY = "https://github.com/annotated-transformer/annotated-transformer"   # fallback for `repository_url`
+_offline = False   # set after a failed download: a notebook opened offline tries once, not once per file
+
+def cache_root() -> Path:
+    "The root of this package's download cache: `$ANNOTATED_TRANSFORMER_DATA`, else `~/.cache/annotated_transformer`."
+    root = os.environ.get(DATA_ENV)
+    if not root: root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "annotated_transformer"
+    return Path(root).expanduser()
+
+def repository_url() -> str:
+    "The project's repository, as the installed package's metadata names it (`[project.urls]` of pyproject.toml)."
+    try:
+        from importlib.metadata import metadata
+        for entry in metadata("annotated-transformer").get_all("Project-URL") or []:
+            label, _, url = entry.partition(",")
+            if label.strip() == "Repository": return url.strip().rstrip("/")
+    except Exception: pass
+    return REPOSITORY
+
+def _checkout_results() -> Path | None:
+    "`bench/results` of the repository checkout that the current folder is in (a notebook runs from `nbs/`)."
+    for d in [Path.cwd(), *Path.cwd().parents]:
+        if (d / "bench" / "results").is_dir() and (d / "pyproject.toml").is_file(): return d / "bench" / "results"
+    return None
+
+def find_results(pattern: str) -> list[str]:
+    "Names of stored results that match the glob `pattern` (in the checkout, or pinned in `RESULT_FILES`), sorted."
+    here = _checkout_results()
+    names = {p.name for p in here.glob(pattern)} if here else set()
+    return sorted(names | {n for n in RESULT_FILES if fnmatch.fnmatch(n, pattern)})
+
+def stored_result(name: str) -> Path | None:
+    """The stored result `name`: from the repository checkout the notebook runs in, else from the download cache,
+    else downloaded from the repository and checked against its pinned sha256. None when there is no way to get
+    it (a notebook opened alone, offline): the caller then says what it would have shown and how to produce it."""
+    global _offline
+    here = _checkout_results()
+    if here is not None and (here / name).is_file(): return here / name
+    if name not in RESULT_FILES: return None
+    cached = cache_root() / "results" / name
+    if cached.is_file() and sha256_file(cached) == RESULT_FILES[name]: return cached
+    if _offline: return None
+    raw = repository_url().replace("https://github.com/", "https://raw.githubusercontent.com/")
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    try: return _fetch(f"{raw}/main/bench/results/{name}", cached, RESULT_FILES[name], retries=2, timeout=10.0)
+    except ConnectionError:
+        _offline = True
+        return None
+
+def load_result(name: str) -> dict | None:
+    "The JSON of the stored result `name` (`stored_result`), or None, with one line that says why, when it cannot be had."
+    path = stored_result(name)
+    if path is None:
+        print(f"(the stored result {name} is not available here: offline, outside the repository. Run the benchmark "
+              f"in bench/ of {repository_url()} to produce it, or open the chapter on the website to see it.)")
+        return None
+    return json.loads(path.read_text(encoding="utf-8"))
 
 # %% ../nbs/09_data.ipynb #ab3cb3f6
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")

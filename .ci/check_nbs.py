@@ -1,0 +1,46 @@
+"""Checks on the notebooks as they are committed (no execution):
+
+1. no stored output is an error or a traceback, and no stored output links to `#LNone` (a stale `show_doc`);
+2. every notebook is in the sidebar of `nbs/_quarto.yml`, and the sidebar names no missing notebook;
+3. every link to this project's GitHub repository (Colab badges, install cells, the README) uses the
+   repository URL of `pyproject.toml`, the one place where it is set.
+
+Prints one line per problem and exits 1 if there is any."""
+import json
+import re
+import sys
+import tomllib
+from pathlib import Path
+
+root = Path(__file__).resolve().parent.parent
+nbs = sorted(p for p in (root / "nbs").glob("*.ipynb") if not p.name.startswith("_"))
+problems = []
+
+for p in nbs:
+    for i, cell in enumerate(json.loads(p.read_text(encoding="utf-8"))["cells"]):
+        for out in cell.get("outputs", []):
+            text = json.dumps(out)
+            if out.get("output_type") == "error" or "Traceback (most recent call last)" in text:
+                problems.append(f"{p.name}: cell {i} has a stored error output; re-run the notebook")
+            if "#LNone" in text:
+                problems.append(f"{p.name}: cell {i} links to #LNone (a stale show_doc output); re-run the notebook")
+
+sidebar = set(re.findall(r"([\w.-]+\.ipynb)", (root / "nbs" / "_quarto.yml").read_text(encoding="utf-8")))
+for p in nbs:
+    if p.name not in sidebar: problems.append(f"nbs/_quarto.yml: the sidebar does not list {p.name}")
+for name in sorted(sidebar - {p.name for p in nbs}):
+    problems.append(f"nbs/_quarto.yml: the sidebar lists {name}, which does not exist")
+
+repo = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["project"]["urls"]["Repository"]
+owner_repo = re.match(r"https://github.com/([^/]+/[^/]+?)/?$", repo).group(1)
+project = owner_repo.split("/")[1]
+files = [*nbs, root / "README.md", *(root / "bench").glob("*.py"), *(root / "bench").glob("*.sh")]
+for f in files:
+    for m in re.finditer(r"github\.com/(?:[\w.-]+/)*?([\w.-]+/[\w.-]+)", f.read_text(encoding="utf-8")):
+        found = m.group(1)
+        if found.split("/")[1] == project and found != owner_repo:
+            problems.append(f"{f.relative_to(root)}: links to github.com/{found}, but pyproject.toml says {repo}")
+
+for line in problems: print(line)
+print(f"check_nbs: {len(nbs)} notebooks, {len(problems)} problems")
+sys.exit(1 if problems else 0)
