@@ -16,6 +16,7 @@ or KaTeX (Debian: `apt-get install chromium libjs-katex`) it says so and exits 0
 import argparse
 import html
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -64,6 +65,16 @@ def main():
     if missing:
         print(f"pages: skipped, {', '.join(missing)} not installed (Debian: apt-get install chromium libjs-katex)")
         return 0
+    # nbconvert's templates live under the interpreter's prefix; in a venv, also look under the base interpreter's
+    env = {**os.environ, "JUPYTER_PATH": os.pathsep.join(
+        [str(Path(pre) / "share" / "jupyter") for pre in dict.fromkeys([sys.prefix, sys.base_prefix])]
+        + [os.environ.get("JUPYTER_PATH", "")])}
+    probe = Path(tempfile.mkdtemp(prefix="pages-probe-")) / "probe.ipynb"
+    probe.write_text(json.dumps({"cells": [], "metadata": {}, "nbformat": 4, "nbformat_minor": 5}))
+    if subprocess.run([sys.executable, "-m", "nbconvert", "--to", "html", "--template", "basic", str(probe)],
+                      capture_output=True, env=env, timeout=120).returncode:
+        print("pages: skipped, nbconvert's html templates are not installed here")
+        return 0
     proc = Path(args.proc)
     nbs = sorted(p for p in proc.glob("*.ipynb") if not p.name.startswith("_"))
     if not nbs: sys.exit(f"pages: no processed notebooks in {proc}; run nbdev-proc-nbs first")
@@ -78,7 +89,7 @@ def main():
         for cell in raw["cells"]: cell.get("metadata", {}).pop("execution", None)   # timings nbformat refuses
         clean.write_text(json.dumps(raw), encoding="utf-8")
         r = subprocess.run([sys.executable, "-m", "nbconvert", "--to", "html", "--template", "basic", "--output-dir",
-                            str(out / "body"), str(clean)], capture_output=True, text=True, timeout=120)
+                            str(out / "body"), str(clean)], capture_output=True, text=True, timeout=120, env=env)
         if r.returncode: problems.append(f"{nb.name}: nbconvert failed: {r.stderr[-300:]}"); continue
         body = (out / "body" / (nb.stem + ".html")).read_text(encoding="utf-8")
         text = PAGE.replace("KATEX", KATEX.as_uri()).replace("TITLE", nb.stem).replace("BODY", body)
