@@ -24,7 +24,7 @@ if [ "$stage" = bench ]; then
   stamp "Multi30k small, 300 steps, bf16: the translation task on the GPU, end to end"
   run=/tmp/m30k-cal
   timeout 150 python3 -m annotated_transformer train --task multi30k --preset small --data-dir "$M30K" \
-    --device cuda --precision bf16 --max-steps 300 --eval-every 300 --no-progress --out $run 2>&1 | tail -5
+    --device cuda --precision bf16 --max-steps 300 --eval-every 300 --no-progress --overwrite --out $run 2>&1 | tail -5
   timeout 60 python3 -m annotated_transformer eval --task multi30k --checkpoint $run --split test2016 --beam 4 \
     --device cuda 2>&1 | tail -2
   stamp "training throughput, base model"

@@ -13,7 +13,7 @@ t0=$(date +%s.%N)
 # SIGINT on time-out: the command line saves a resumable checkpoint on Ctrl-C
 timeout -s INT "${TRAIN_LIMIT:-480}" python3 -m annotated_transformer train --task multi30k --preset small \
   --data-dir "$data" --device cuda --max-tokens 8192 --max-steps "${STEPS:-3000}" --eval-every 300 \
-  --keep-checkpoints 5 --no-progress --out "$run" 2>&1 | tee "$log"
+  --keep-checkpoints 5 --no-progress --overwrite --out "$run" 2>&1 | tee "$log"
 t1=$(date +%s.%N)
 python3 -m annotated_transformer average "$run"/step-* --out "$run-avg" 2>&1 | tee -a "$log"
 for ck in "$run" "$run-avg"; do
