@@ -266,20 +266,22 @@ def find_results(pattern: str) -> list[str]:
     names = {p.name for p in here.glob(pattern)} if here else set()
     return sorted(names | {n for n in RESULT_FILES if fnmatch.fnmatch(n, pattern)})
 
-def stored_result(name: str) -> Path | None:
+def stored_result(name: str, base_url: str | None = None) -> Path | None:
     """The stored result `name`: from the repository checkout the notebook runs in, else from the download cache,
-    else downloaded from the repository and checked against its pinned sha256. None when there is no way to get
-    it (a notebook opened alone, offline): the caller then says what it would have shown and how to produce it."""
+    else downloaded from the repository (`base_url`: another folder URL that holds `bench/results/`) and checked
+    against its pinned sha256. None when there is no way to get it (a notebook opened alone, offline): the caller
+    then says what it would have shown and how to produce it. A download that does not match its pin is an error."""
     global _offline
-    here = _checkout_results()
+    here = _checkout_results() if base_url is None else None
     if here is not None and (here / name).is_file(): return here / name
     if name not in RESULT_FILES: return None
     cached = cache_root() / "results" / name
     if cached.is_file() and sha256_file(cached) == RESULT_FILES[name]: return cached
     if _offline: return None
-    raw = repository_url().replace("https://github.com/", "https://raw.githubusercontent.com/")
+    if base_url is None:
+        base_url = repository_url().replace("https://github.com/", "https://raw.githubusercontent.com/") + "/main"
     cached.parent.mkdir(parents=True, exist_ok=True)
-    try: return _fetch(f"{raw}/main/bench/results/{name}", cached, RESULT_FILES[name], retries=2, timeout=10.0)
+    try: return _fetch(f"{base_url}/bench/results/{name}", cached, RESULT_FILES[name], retries=2, timeout=10.0)
     except ConnectionError:
         _offline = True
         return None
