@@ -30,10 +30,10 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 # %% auto #0
 __all__ = ['MULTI30K_COMMIT', 'MULTI30K_URL', 'MULTI30K_SPLITS', 'MULTI30K_SHA256', 'DATA_ENV', 'RESULT_FILES', 'REPOSITORY',
            'SPECIAL_TOKENS', 'PAD', 'BOS', 'EOS', 'UNK', 'DataError', 'multi30k_cache_dir', 'sha256_file',
-           'download_multi30k', 'read_lines', 'load_multi30k', 'write_synthetic_multi30k', 'cache_root',
-           'repository_url', 'find_results', 'stored_result', 'load_result', 'new_tokenizer', 'check_tokenizer',
-           'train_tokenizer', 'save_tokenizer', 'load_tokenizer', 'encode_batch', 'encode', 'decode', 'decode_batch',
-           'encode_pairs', 'TokenBudgetSampler', 'pad_sequences', 'collate', 'translation_loader']
+           'download_multi30k', 'read_lines', 'load_multi30k', 'cached_multi30k', 'write_synthetic_multi30k',
+           'cache_root', 'repository_url', 'find_results', 'stored_result', 'load_result', 'new_tokenizer',
+           'check_tokenizer', 'train_tokenizer', 'save_tokenizer', 'load_tokenizer', 'encode_batch', 'encode', 'decode',
+           'decode_batch', 'encode_pairs', 'TokenBudgetSampler', 'pad_sequences', 'collate', 'translation_loader']
 
 # %% ../nbs/09_data.ipynb #395e0911
 MULTI30K_COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
@@ -186,6 +186,14 @@ def load_multi30k(split: str = "train", data_dir: str | os.PathLike | None = Non
         raise DataError(f"{paths[0]} has {len(de)} lines but {paths[1]} has {len(en)}; line n of one must translate "
                          "line n of the other, so both files must have the same number of lines.")
     return list(zip(de, en))
+
+# %% ../nbs/09_data.ipynb #6452482a
+def cached_multi30k() -> Path | None:
+    "The cache folder (`multi30k_cache_dir`) when it holds every Multi30k split already, checksums checked; else None. Downloads nothing."
+    try:
+        for split in MULTI30K_SPLITS: load_multi30k(split, download=False)
+    except FileNotFoundError: return None
+    return multi30k_cache_dir()
 
 # %% ../nbs/09_data.ipynb #f1200f02
 def write_synthetic_multi30k(folder: str | os.PathLike, n_train: int = 400, n_eval: int = 60, seed: int = 0) -> Path:
