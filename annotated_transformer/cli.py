@@ -51,7 +51,8 @@ def average(checkpoints: list[str | Path], out: str | Path) -> dict:
     model.load_state_dict(state)
     cfg = {k: v for k, v in load_config(newest).items() if k not in ("format_version", "model", "metrics")}
     save_model(model, out, {**cfg, "metrics": None, "averaged": [str(p) for p in paths]})
-    for name in ("tokenizer.json", "task.json"):
+    task = TASKS.get(cfg.get("task"))
+    for name in task.side_files if task is not None else ():
         if (newest / name).is_file(): shutil.copyfile(newest / name, out / name)
     return {"out": str(out), "averaged": [str(p) for p in paths], "steps": steps}
 

@@ -29,11 +29,11 @@ from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers,
 
 # %% auto #0
 __all__ = ['MULTI30K_COMMIT', 'MULTI30K_URL', 'MULTI30K_SPLITS', 'MULTI30K_SHA256', 'DATA_ENV', 'RESULT_FILES', 'REPOSITORY',
-           'SPECIAL_TOKENS', 'PAD', 'BOS', 'EOS', 'UNK', 'DataError', 'multi30k_cache_dir', 'sha256_file',
+           'SPECIAL_TOKENS', 'PAD', 'BOS', 'EOS', 'UNK', 'DataError', 'cache_root', 'multi30k_cache_dir', 'sha256_file',
            'download_multi30k', 'read_lines', 'load_multi30k', 'cached_multi30k', 'write_synthetic_multi30k',
-           'cache_root', 'repository_url', 'find_results', 'stored_result', 'load_result', 'new_tokenizer',
-           'check_tokenizer', 'train_tokenizer', 'save_tokenizer', 'load_tokenizer', 'encode_batch', 'encode', 'decode',
-           'decode_batch', 'encode_pairs', 'TokenBudgetSampler', 'pad_sequences', 'collate', 'translation_loader']
+           'repository_url', 'find_results', 'stored_result', 'load_result', 'new_tokenizer', 'check_tokenizer',
+           'train_tokenizer', 'save_tokenizer', 'load_tokenizer', 'encode_batch', 'encode', 'decode', 'decode_batch',
+           'encode_pairs', 'TokenBudgetSampler', 'pad_sequences', 'collate', 'translation_loader']
 
 # %% ../nbs/09_data.ipynb #395e0911
 MULTI30K_COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
@@ -58,12 +58,15 @@ class DataError(ValueError):
     two sides of a corpus that do not line up. The command line prints it in one line and exits with code 1."""
 
 # %% ../nbs/09_data.ipynb #3cae9193
+def cache_root() -> Path:
+    "The root of this package's download cache: `$ANNOTATED_TRANSFORMER_DATA`, else `~/.cache/annotated_transformer`."
+    root = os.environ.get(DATA_ENV)
+    if not root: root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "annotated_transformer"
+    return Path(root).expanduser()
+
 def multi30k_cache_dir() -> Path:
     "The folder where downloaded Multi30k files are cached: `$ANNOTATED_TRANSFORMER_DATA/multi30k`, else `~/.cache/annotated_transformer/multi30k`."
-    root = os.environ.get(DATA_ENV)
-    if not root:
-        root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "annotated_transformer"
-    return Path(root).expanduser() / "multi30k"
+    return cache_root() / "multi30k"
 
 def _split_names(split: str) -> tuple[str, str]:
     if split not in MULTI30K_SPLITS:
@@ -245,12 +248,6 @@ RESULT_FILES = {
 }
 REPOSITORY = "https://github.com/annotated-transformer/annotated-transformer"   # fallback for `repository_url`
 _offline = False   # set after a failed download: a notebook opened offline tries once, not once per file
-
-def cache_root() -> Path:
-    "The root of this package's download cache: `$ANNOTATED_TRANSFORMER_DATA`, else `~/.cache/annotated_transformer`."
-    root = os.environ.get(DATA_ENV)
-    if not root: root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "annotated_transformer"
-    return Path(root).expanduser()
 
 def repository_url() -> str:
     "The project's repository, as the installed package's metadata names it (`[project.urls]` of pyproject.toml)."

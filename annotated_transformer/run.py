@@ -26,6 +26,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
+from .embeddings import id_checks_off
 from .model import EncoderDecoder, default_device, count_parameters
 from .training import TrainState, noam_optimizer, train_step, autocast_context, PRECISIONS
 from .checkpoint import (CheckpointError, load_model, load_config, save_model,
@@ -281,8 +282,6 @@ def _train(cfg: TrainConfig, task, device: torch.device, out: Path, rank: int, w
     log_every = cfg.log_every or max(1, eval_every // 5)
     model = task.build_model().to(device)
     model.encoder.checkpoint_activations = model.decoder.checkpoint_activations = cfg.checkpoint_activations
-    for m in model.modules():          # ids are checked once per batch on the CPU below, not inside the model
-        if hasattr(m, "check_ids"): m.check_ids = False
     opt, sched = noam_optimizer(model, model.config["d_model"], task.lr_factor, task.warmup)
     scaler = torch.amp.GradScaler(device.type) if cfg.precision == "fp16" else None
     shards = task.shards_data
@@ -343,8 +342,10 @@ def _train(cfg: TrainConfig, task, device: torch.device, out: Path, rank: int, w
     saved_step = state.step if cfg.resume else None
     batches = task.batches(gens["data"], rank=rank, world=world, start=state.micro_step if shards else 0)
     run_loss, run_tokens, run_t = None, 0, time.perf_counter()    # since the last log line; the loss on the device
-    with StopSignals() as stop, tqdm(total=max_steps, initial=state.step, desc=task.name, unit="step",
-                                     disable=not (cfg.progress and rank == 0), mininterval=1.0) as bar:
+    # ids are checked once per batch on the CPU below, not inside the model
+    with StopSignals() as stop, id_checks_off(model), tqdm(total=max_steps, initial=state.step, desc=task.name,
+                                                           unit="step", disable=not (cfg.progress and rank == 0),
+                                                           mininterval=1.0) as bar:
         try:
             while state.step < max_steps:
                 group = []

@@ -20,7 +20,8 @@ from .training import LabelSmoothing, Batch, copy_task_batches, copy_task_accura
 from .checkpoint import load_config, resolve_checkpoint, atomic_write
 
 # %% auto #0
-__all__ = ['TASKS', 'Task', 'task_settings', 'register_task', 'make_task', 'task_from_checkpoint', 'CopyTask']
+__all__ = ['TASKS', 'Task', 'task_settings', 'save_task_settings', 'register_task', 'make_task', 'task_from_checkpoint',
+           'CopyTask']
 
 # %% ../nbs/91_tasks.ipynb #e77c659d
 @runtime_checkable
@@ -69,6 +70,12 @@ class Task(Protocol):
 def task_settings(task) -> dict:
     "A task's fields as JSON values (what `task.json` holds)."
     return json.loads(json.dumps(asdict(task)))
+
+def save_task_settings(task, out: str | Path) -> Path:
+    "Write `task.settings()` to `out/task.json`, atomically; returns the file."
+    Path(out).mkdir(parents=True, exist_ok=True)
+    return atomic_write(Path(out, "task.json"),
+                        lambda tmp: tmp.write_text(json.dumps(task.settings(), indent=2) + "\n", encoding="utf-8"))
 
 # %% ../nbs/91_tasks.ipynb #df04da35
 TASKS: dict[str, type] = {}
@@ -137,10 +144,7 @@ class CopyTask:
     @classmethod
     def upgrade(cls, saved: dict) -> dict: return saved
     def prepare(self, out=None, resume=False, save=True) -> None:
-        if out is not None and save:
-            Path(out).mkdir(parents=True, exist_ok=True)
-            atomic_write(Path(out, "task.json"),
-                         lambda tmp: tmp.write_text(json.dumps(self.settings(), indent=2) + "\n", encoding="utf-8"))
+        if out is not None and save: save_task_settings(self, out)
     def load(self, folder) -> None: pass
     def settings(self) -> dict: return task_settings(self)
 

@@ -25,7 +25,7 @@ from .checkpoint import load_model, load_config, resolve_checkpoint, atomic_writ
 from annotated_transformer.data import (MULTI30K_SPLITS, PAD, BOS, EOS, load_multi30k, train_tokenizer,
     save_tokenizer, load_tokenizer, encode, encode_batch, decode_batch, encode_pairs, TokenBudgetSampler,
     pad_sequences, collate)
-from .tasks import register_task
+from .tasks import register_task, task_settings, save_task_settings
 
 # %% auto #0
 __all__ = ['MULTI30K_PRESETS', 'Multi30kTask', 'translate', 'bleu', 'load_translator', 'attention_maps']
@@ -93,8 +93,7 @@ class Multi30kTask:
         if out is not None and save:          # beside the run, from where every checkpoint copies them
             Path(out).mkdir(parents=True, exist_ok=True)
             atomic_write(Path(out, "tokenizer.json"), lambda tmp: self.tokenizer.save(str(tmp)))
-            atomic_write(Path(out, "task.json"),
-                         lambda tmp: tmp.write_text(json.dumps(self.settings(), indent=2) + "\n", encoding="utf-8"))
+            save_task_settings(self, out)
         return self.tokenizer
 
     def load(self, folder: str | os.PathLike) -> None:
@@ -103,7 +102,7 @@ class Multi30kTask:
 
     def settings(self) -> dict:
         "The task's settings as plain JSON values (written to `task.json` beside the checkpoint)."
-        return json.loads(json.dumps(asdict(self)))
+        return task_settings(self)
 
     def _need(self):
         if self.tokenizer is None: raise RuntimeError("call task.prepare(out) before training or evaluating.")
