@@ -22,13 +22,19 @@ def subsequent_mask(size: int, device=None) -> Tensor:
     return torch.ones(1, size, size, dtype=torch.bool, device=device).tril()
 
 # %% ../nbs/03_attention.ipynb #cdfe0e11
-def check_mask(mask: Tensor | None, batch: int, t_q: int, t_k: int) -> None:
-    "Check that a 3-d bool `mask` broadcasts to `(batch, t_q, t_k)`; raise a `ValueError` that says how to fix it."
+def check_mask(mask: Tensor | None, batch: int, t_q: int, t_k: int, device: torch.device | None = None) -> None:
+    """Check that a 3-d bool `mask` broadcasts to `(batch, t_q, t_k)` and, if `device` is given, lives on it;
+    raise a `ValueError` that says how to fix it."""
     if mask is None: return
     if mask.dtype != torch.bool:
         raise ValueError(f"attention masks must be bool (True = attend), got dtype {mask.dtype}; use `mask.bool()` or `mask != 0`.")
     if mask.dim() != 3:
         raise ValueError(f"attention masks must be 3-d, (batch, 1, src_len) or (batch, tgt_len, tgt_len), got shape {tuple(mask.shape)}.")
+    want = None if device is None else torch.device(device)
+    if want is not None and (mask.device.type != want.type or want.index is not None and mask.device.index != want.index):
+        raise ValueError(f"the mask is on {mask.device} but the queries are on {want}; move it with "
+                         f"`mask.to(x.device)`, or build it there (`subsequent_mask(t, device=x.device)`, or from token "
+                         f"ids on that device).")
     try: torch.broadcast_shapes(tuple(mask.shape), (batch, t_q, t_k))
     except RuntimeError:
         raise ValueError(f"mask of shape {tuple(mask.shape)} cannot broadcast to (batch, query_len, key_len) = "
@@ -59,7 +65,8 @@ class MultiHeadedAttention(nn.Module):
     """`h` heads of scaled dot-product attention on batch-first `(batch, seq, d_model)` tensors.
 
     Runs the fused `F.scaled_dot_product_attention`; set `.keep_weights = True` to run the explicit `attention`
-    instead and keep the weights `(batch, h, t_q, t_k)` in `.attn` (after dropout when training)."""
+    instead and keep the weights `(batch, h, t_q, t_k)` in `.attn` (after dropout when training), detached from the
+    autograd graph."""
     def __init__(self, h: int, d_model: int, dropout: float = 0.1):
         super().__init__()
         if d_model % h:
@@ -69,7 +76,7 @@ class MultiHeadedAttention(nn.Module):
         # all heads' projections side by side: one d_model x (h * d_k) matrix each
         self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(d_model, d_model) for _ in range(4))
         self.dropout = nn.Dropout(dropout)
-        self.keep_weights = False  # True: run the explicit formula and keep `self.attn` for plotting
+        self.keep_weights = False  # True: run the explicit formula and keep `self.attn` (detached) for plotting
         self.attn: Tensor | None = None
 
     def _heads(self, x: Tensor) -> Tensor:
@@ -95,7 +102,7 @@ class MultiHeadedAttention(nn.Module):
             k, v = self._heads(self.w_k(key)), self._heads(self.w_v(value))  # (b, h, t_k, d_k)
             if cache is not None and not static_kv and "k" in cache:     # append this step to the past ones
                 k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
-        check_mask(mask, b, t_q, k.size(2))
+        check_mask(mask, b, t_q, k.size(2), q.device)
         if cache is not None:                                            # only after the mask was accepted
             cache["k"], cache["v"] = k, v
         m = None if mask is None else mask.unsqueeze(1)                  # (b, 1, t_q|1, t_k): same mask for every head
@@ -106,7 +113,8 @@ class MultiHeadedAttention(nn.Module):
             is_causal = False
             if t_q > 1: m = torch.ones(t_q, t_k, dtype=torch.bool, device=q.device).tril(t_k - t_q)
         if self.keep_weights:
-            x, self.attn = attention(q, k, v, m, self.dropout if self.training else None)
+            x, weights = attention(q, k, v, m, self.dropout if self.training else None)
+            self.attn = weights.detach()                                 # for looking at: no graph kept alive
         else:
             p = self.dropout.p if self.training else 0.0
             x = F.scaled_dot_product_attention(q, k, v, attn_mask=m, dropout_p=p, is_causal=is_causal)
