@@ -18,7 +18,8 @@ __version__ = "0.1.0"
 #: top-level name -> the module of the book that defines it
 _HOMES = {
     **dict.fromkeys(['MultiHeadedAttention', 'subsequent_mask'], "attention"),   # not `attention`: the module's name
-    **dict.fromkeys(['EncoderDecoder', 'make_model', 'count_parameters', 'default_device'], "model"),
+    **dict.fromkeys(['EncoderDecoder', 'make_model', 'count_parameters'], "model"),
+    'default_device': "utils",
     **dict.fromkeys(['Batch', 'LabelSmoothing', 'noam_optimizer', 'rate', 'train_step', 'greedy_decode'], "training"),
     **dict.fromkeys(['beam_search', 'sample'], "decoding"),
     **dict.fromkeys(['save_model', 'load_model', 'average_checkpoints'], "checkpoint"),

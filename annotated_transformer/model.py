@@ -12,20 +12,14 @@ import copy
 import torch
 from torch import nn, Tensor
 
+from .utils import default_device  # noqa: F401  (re-exported: chapters 6-8 import it from model)
 from .embeddings import Embeddings
 from .positional import PositionalEncoding, LearnedPositionalEmbedding
 from .attention import MultiHeadedAttention
 from .blocks import (PositionwiseFeedForward, EncoderLayer, Encoder, DecoderLayer, Decoder)
 
 # %% auto #0
-__all__ = ['default_device', 'InputEmbedding', 'Generator', 'EncoderDecoder', 'cached_length', 'make_model', 'count_parameters']
-
-# %% ../nbs/05_model.ipynb #cceb7cfa
-def default_device() -> torch.device:
-    "`cuda` when a GPU is present, else `mps` on Apple silicon, else `cpu`."
-    if torch.cuda.is_available(): return torch.device("cuda")
-    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available(): return torch.device("mps")
-    return torch.device("cpu")
+__all__ = ['InputEmbedding', 'Generator', 'EncoderDecoder', 'cached_length', 'make_model', 'count_parameters']
 
 # %% ../nbs/05_model.ipynb #9abd3a06
 class InputEmbedding(nn.Module):
@@ -91,17 +85,21 @@ def cached_length(cache: list[dict] | None) -> int:
 
 # %% ../nbs/05_model.ipynb #83a21efb
 def make_model(src_vocab: int, tgt_vocab: int, N: int = 6, d_model: int = 512, d_ff: int = 2048, h: int = 8,
-               dropout: float = 0.1, *, norm_first: bool = False, tie_embeddings: bool = False, max_len: int = 5000,
-               positional: str = "sinusoidal", checkpoint_activations: bool = False) -> EncoderDecoder:
+               dropout: float = 0.1, *, norm_first: bool = False, tie_embeddings: bool = False,
+               max_len: int | None = None, positional: str = "sinusoidal",
+               checkpoint_activations: bool = False) -> EncoderDecoder:
     """Build a Transformer with Glorot-uniform weight matrices. The defaults are the paper's base model
     (post-norm, `norm_first=False`). `tie_embeddings` shares one matrix among the source embedding, target embedding
-    and generator (needs `src_vocab == tgt_vocab`); `max_len` bounds the sequence length; `positional` is
-    `"sinusoidal"` or `"learned"`; `checkpoint_activations` recomputes layers in the backward pass to save memory."""
+    and generator (needs `src_vocab == tgt_vocab`); `positional` is `"sinusoidal"` or `"learned"`; `max_len` bounds the
+    sequence length (default: 5000 for the sinusoids, a free buffer; 512 for learned positions, which cost
+    `max_len * d_model` parameters per table); `checkpoint_activations` recomputes layers in the backward pass to save
+    memory."""
     if tie_embeddings and src_vocab != tgt_vocab:
         raise ValueError(f"tie_embeddings=True needs one shared vocabulary, got src_vocab={src_vocab} and "
                          f"tgt_vocab={tgt_vocab}; use a joint vocabulary or tie_embeddings=False.")
     if positional not in ("sinusoidal", "learned"):
         raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {positional!r}.")
+    if max_len is None: max_len = 5000 if positional == "sinusoidal" else 512   # the position classes' defaults
     config = dict(src_vocab=src_vocab, tgt_vocab=tgt_vocab, N=N, d_model=d_model, d_ff=d_ff, h=h, dropout=dropout,
                   norm_first=norm_first, tie_embeddings=tie_embeddings, max_len=max_len, positional=positional,
                   checkpoint_activations=checkpoint_activations)

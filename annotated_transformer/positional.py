@@ -13,20 +13,26 @@ import torch
 from torch import nn, Tensor
 
 # %% auto #0
-__all__ = ['sinusoid_table', 'PositionalEncoding', 'LearnedPositionalEmbedding']
+__all__ = ['position_angles', 'sinusoid_table', 'PositionalEncoding', 'LearnedPositionalEmbedding', 'apply_rotary',
+           'RotaryEmbedding']
 
 # %% ../nbs/02_positional_encoding.ipynb #d47cc32e
+def position_angles(positions: Tensor, dim: int) -> Tensor:
+    """The angles `pos * w_i`, w_i = 10000^(-2i/dim), in float64 on the device of `positions`: `(len(positions), dim/2)`.
+    The frequencies are computed as exp(-ln(10000) * 2i/dim), the same numbers as the power."""
+    inv_freq = torch.exp(-math.log(10000.0) * torch.arange(0, dim, 2, dtype=torch.float64, device=positions.device) / dim)
+    return positions.to(torch.float64)[:, None] * inv_freq                           # (len(positions), dim/2)
+
 def sinusoid_table(max_len: int, d_model: int) -> Tensor:
     """The paper's fixed positional encoding, a float32 tensor `(max_len, d_model)`.
 
     Column `2i` holds sin(pos * w_i) and column `2i+1` holds cos(pos * w_i), with w_i = 10000^(-2i/d_model)
     (Vaswani et al. 2017, section 3.5). Computed in float64, so large positions stay accurate. `d_model` must be even."""
     if d_model % 2: raise ValueError(f"d_model must be even for sinusoidal positions, got {d_model}.")
-    pos = torch.arange(max_len, dtype=torch.float64)[:, None]                       # (max_len, 1)
-    inv_freq = torch.exp(-math.log(10000.0) * torch.arange(0, d_model, 2, dtype=torch.float64) / d_model)  # (d_model/2,)
+    angle = position_angles(torch.arange(max_len), d_model)                         # (max_len, d_model/2) float64
     pe = torch.zeros(max_len, d_model, dtype=torch.float64)
-    pe[:, 0::2] = torch.sin(pos * inv_freq)                                          # (max_len, d_model/2)
-    pe[:, 1::2] = torch.cos(pos * inv_freq)
+    pe[:, 0::2] = torch.sin(angle)
+    pe[:, 1::2] = torch.cos(angle)
     return pe.float()
 
 # %% ../nbs/02_positional_encoding.ipynb #7b081971
@@ -64,3 +70,45 @@ class LearnedPositionalEmbedding(nn.Module):
         _check_length(x.size(1), start, self.max_len)
         idx = torch.arange(start, start + x.size(1), device=x.device)  # (seq,)
         return self.dropout(x + self.pos(idx)[None])                   # (1, seq, d_model) broadcasts over batch
+
+# %% ../nbs/02_positional_encoding.ipynb #8a689c7d
+def _rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
+    "Rotate the feature pairs `(2i, 2i+1)` of `x` `(..., seq, dim)` by angles given as `cos`, `sin` `(seq, dim/2)`."
+    x1, x2 = x[..., 0::2], x[..., 1::2]                                              # (..., seq, dim/2) each
+    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)   # pairs back in place: (..., seq, dim)
+
+def _check_rotary_width(dim: int) -> None:
+    "Refuse an odd width: the features are rotated in pairs."
+    if dim % 2: raise ValueError(f"rotary embeddings rotate pairs of features: the last dimension must be even, got {dim}.")
+
+def apply_rotary(x: Tensor, positions: Tensor) -> Tensor:
+    """Rotary position embedding (Su et al. 2021) of queries or keys `x` `(..., seq, dim)` at integer `positions`
+    `(seq,)`: features `(2i, 2i+1)` of row j are rotated by `positions[j] * w_i`, with the frequencies of
+    `sinusoid_table`. Norms are kept, and the dot product of a query rotated for position m with a key rotated for
+    position n depends on the positions only through n - m. The angles are computed in float64 on the CPU; for
+    repeated use, `RotaryEmbedding` computes them once."""
+    _check_rotary_width(x.size(-1))
+    if positions.shape != (x.size(-2),):
+        raise ValueError(f"positions must hold one position per row of x, shape ({x.size(-2)},), got "
+                         f"{tuple(positions.shape)}; rows are the second-to-last dimension of x.")
+    angle = position_angles(positions.detach().cpu(), x.size(-1))                    # (seq, dim/2) float64, on the CPU
+    cos, sin = (f(angle).to(x.dtype).to(x.device) for f in (torch.cos, torch.sin))
+    return _rotate_pairs(x, cos, sin)
+
+class RotaryEmbedding(nn.Module):
+    """Rotary position embedding with the cosines and sines computed once for `max_len` positions of width `dim` (one
+    head's `d_k`): `forward(x, start=0)` rotates `x` `(..., seq, dim)` for positions `start .. start+seq-1`."""
+    def __init__(self, dim: int, max_len: int = 5000):
+        super().__init__()
+        _check_rotary_width(dim)
+        self.max_len = max_len
+        angle = position_angles(torch.arange(max_len), dim)                          # (max_len, dim/2) float64
+        # buffers, like the sinusoid table: moved with .to(device), never trained, not saved
+        self.register_buffer("cos", angle.cos().float(), persistent=False)
+        self.register_buffer("sin", angle.sin().float(), persistent=False)
+
+    def forward(self, x: Tensor, start: int = 0) -> Tensor:
+        "`x` `(..., seq, dim)` -> same shape; row `j` is rotated for position `start + j`."
+        _check_length(x.size(-2), start, self.max_len)
+        rows = slice(start, start + x.size(-2))
+        return _rotate_pairs(x, self.cos[rows].to(x.dtype), self.sin[rows].to(x.dtype))

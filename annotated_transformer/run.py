@@ -27,7 +27,8 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 from .embeddings import id_checks_off
-from .model import EncoderDecoder, default_device, count_parameters
+from .utils import default_device
+from .model import EncoderDecoder, count_parameters
 from .training import TrainState, noam_optimizer, train_step, autocast_context, PRECISIONS
 from .checkpoint import (CheckpointError, load_model, load_config, save_model,
     save_training_state, load_training_state, save_checkpoint_unit, checkpoint_units, resolve_checkpoint, atomic_write)
