@@ -17,8 +17,8 @@ from torch.utils.checkpoint import checkpoint
 from .attention import MultiHeadedAttention
 
 # %% auto #0
-__all__ = ['clones', 'LayerNorm', 'layer_norm_reference', 'Dropout', 'SublayerConnection', 'PositionwiseFeedForward',
-           'EncoderLayer', 'Encoder', 'DecoderLayer', 'Decoder']
+__all__ = ['clones', 'LayerNorm', 'layer_norm_reference', 'SublayerConnection', 'PositionwiseFeedForward', 'EncoderLayer',
+           'Encoder', 'DecoderLayer', 'Decoder']
 
 # %% ../nbs/04_blocks.ipynb #536764c8
 def clones(module: nn.Module, n: int) -> nn.ModuleList:
@@ -45,37 +45,6 @@ def layer_norm_reference(x: Tensor, weight: Tensor, bias: Tensor, eps: float = 1
     var = x.var(-1, keepdim=True, unbiased=False)
     return (x - mean) / torch.sqrt(var + eps) * weight + bias
 
-# %% ../nbs/04_blocks.ipynb #d70b0002
-class _Dropout16(torch.autograd.Function):
-    "Dropout with a 16-bit random number per element: keep where `r >= threshold`, scale by `scale`."
-    @staticmethod
-    def forward(ctx, x: Tensor, threshold: int, scale: float) -> Tensor:
-        n = x.numel()
-        words = torch.empty((n + 3) // 4, dtype=torch.int64, device=x.device)
-        words.random_(-2 ** 63, 2 ** 63 - 1)                       # 64 random bits each (the full int64 range)
-        r16 = words.view(torch.int16)[:n].view(x.shape)            # (*x.shape): uniform on [-2^15, 2^15)
-        keep = r16 >= threshold                                    # bool, P(keep) = 1 - p (p on a 1/65536 grid)
-        ctx.save_for_backward(keep)
-        ctx.scale = scale
-        return torch.where(keep, x * scale, 0)
-
-    @staticmethod
-    def backward(ctx, grad: Tensor):
-        (keep,) = ctx.saved_tensors
-        return torch.where(keep, grad * ctx.scale, 0), None, None   # the same mask and scale as the output
-
-class Dropout(nn.Dropout):
-    """`nn.Dropout` with a cheaper mask on the CPU: one 16-bit random number per element, so the drop probability
-    is `p` rounded to a multiple of 1/65536; survivors are scaled by `1/(1-p)`. Identity in eval mode or for `p=0`;
-    elsewhere than the CPU (and for `inplace=True`) it is `F.dropout`."""
-    def forward(self, x: Tensor) -> Tensor:
-        if not self.training or self.p == 0.0: return x
-        if self.p == 1.0: return x * 0.0
-        if x.device.type != "cpu" or self.inplace or not x.is_floating_point():
-            return F.dropout(x, self.p, True, self.inplace)
-        threshold = round(self.p * 65536) - 32768                 # keep where r >= threshold
-        return _Dropout16.apply(x, threshold, 1.0 / (1.0 - self.p))
-
 # %% ../nbs/04_blocks.ipynb #1b48ddfa
 class SublayerConnection(nn.Module):
     """A residual connection around `sublayer`, with layer norm after it (post-norm, the paper:
@@ -83,7 +52,7 @@ class SublayerConnection(nn.Module):
     def __init__(self, size: int, dropout: float, norm_first: bool = False):
         super().__init__()
         self.norm = LayerNorm(size)
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
         self.norm_first = norm_first
 
     def forward(self, x: Tensor, sublayer) -> Tensor:
@@ -99,7 +68,7 @@ class PositionwiseFeedForward(nn.Module):
         super().__init__()
         self.w_1 = nn.Linear(d_model, d_ff)
         self.w_2 = nn.Linear(d_ff, d_model)
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
         return self.w_2(self.dropout(F.relu(self.w_1(x))))    # (b, t, d_model) -> (b, t, d_ff) -> (b, t, d_model)

@@ -1,7 +1,7 @@
 """Where a training step's time goes: `torch.profiler` on the variants of `bench/train_throughput.py`.
 
     python bench/profile_step.py                      # ours-fp32 and torch-fp32, the CPU configuration
-    python bench/profile_step.py --variants ours-fp32 ours-fp32-nn-dropout --threads 2
+    python bench/profile_step.py --variants ours-fp32 ours-fp32-dropout16 --threads 2   # nn.Dropout vs the opt-in
     python bench/profile_step.py --device cuda --variants ours-tf32 ours-bf16 ours-bf16-compile   # GPU vs wall time
 
 For each variant it runs a few warm-up steps, profiles `--steps` steps, and prints the operators with the most
@@ -24,7 +24,7 @@ from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).parent))
 from copy_task import load, machine, slug  # noqa: E402
-from train_throughput import PRESETS, make_variant  # noqa: E402
+from train_throughput import PRESETS, dropout_of, make_variant  # noqa: E402
 
 
 def profile_variant(name: str, c: dict, steps: int, top: int) -> dict:
@@ -40,7 +40,7 @@ def profile_variant(name: str, c: dict, steps: int, top: int) -> dict:
     rows = [{"op": e.key, "self_ms_per_step": e.self_cpu_time_total / steps / 1e3,
              "share": e.self_cpu_time_total / steps / 1e3 / total, "calls_per_step": e.count / steps}
             for e in events[:top]]
-    return {"variant": name, "profiled_ms_per_step": total, "wall_ms_per_step_under_profiler": wall * 1e3,
+    return {"variant": name, "dropout": dropout_of(name), "profiled_ms_per_step": total, "wall_ms_per_step_under_profiler": wall * 1e3,
             "top": rows}
 
 
@@ -100,7 +100,7 @@ def main(argv=None):
     for name in args.variants:
         r = profile_variant(name, c, args.steps, args.top)
         result["variants"].append(r)
-        print(f"\n{name}: {r['profiled_ms_per_step']:.1f} ms of operator self time per step")
+        print(f"\n{name} ({r['dropout']}): {r['profiled_ms_per_step']:.1f} ms of operator self time per step")
         print(f"{'operator':<44}{'ms/step':>9}{'share':>8}{'calls':>7}")
         for row in r["top"]:
             print(f"{row['op'][:43]:<44}{row['self_ms_per_step']:>9.2f}{row['share']:>8.1%}{row['calls_per_step']:>7.0f}")

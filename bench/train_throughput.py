@@ -15,7 +15,9 @@ machine's load average before and after. Usage:
 
 A variant's name says what it runs: `ours` or `torch` (the model), the precision (`fp32` = strict fp32 matrix
 products, `tf32` = fp32 with TensorFloat-32 matrix products, `bf16`/`fp16` = autocast), then `-ckpt` (activation
-checkpointing), `-compile` (`torch.compile` of the model), `-nn-dropout` (torch's dropout in our model).
+checkpointing), `-compile` (`torch.compile` of the model), `-dropout16` (our model opted into `dropout16.use_dropout16`,
+a 16-bit random mask; every other variant, ours and torch's, uses `nn.Dropout`). The JSON names each variant's
+dropout (`dropout` field), and the printed table says it too.
 
 It prints a table and writes JSON (default `bench/results/train_throughput-<machine>.json`) with the machine named.
 Model FLOPs are counted analytically (matrix products and attention, times 3 for forward + backward). Divided by
@@ -46,6 +48,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from copy_task import machine, slug  # noqa: E402  (the same machine description as the other benchmarks)
 
 from annotated_transformer.model import make_model  # noqa: E402
+from annotated_transformer.dropout16 import use_dropout16  # noqa: E402
 from annotated_transformer.positional import sinusoid_table  # noqa: E402
 from annotated_transformer.attention import subsequent_mask  # noqa: E402
 from annotated_transformer.training import autocast_context, Batch, LabelSmoothing, train_step  # noqa: E402
@@ -60,7 +63,7 @@ PRESETS = {
 }
 GPU_VARIANTS = ["ours-fp32", "ours-tf32", "ours-bf16", "ours-fp16", "torch-fp32", "torch-tf32", "torch-bf16",
                 "ours-bf16-ckpt", "ours-fp32-compile", "ours-tf32-compile", "ours-bf16-compile", "ours-fp16-compile"]
-CPU_VARIANTS = ["ours-fp32", "torch-fp32", "ours-bf16", "torch-bf16", "ours-fp32-ckpt", "ours-fp32-nn-dropout"]
+CPU_VARIANTS = ["ours-fp32", "torch-fp32", "ours-bf16", "torch-bf16", "ours-fp32-ckpt", "ours-fp32-dropout16"]
 
 
 def precision_of(name: str) -> str:
@@ -124,6 +127,11 @@ def sync(device: str):
     if device == "cuda": torch.cuda.synchronize()
 
 
+def dropout_of(name: str) -> str:
+    "Which dropout a variant runs: the opt-in 16-bit mask for `-dropout16`, torch's nn.Dropout otherwise."
+    return "dropout16 (opt-in)" if "dropout16" in name.split("-") else "nn.Dropout"
+
+
 def make_variant(name: str, c: dict, device: str, fused: bool):
     "A (step function, model) pair; the step runs forward, loss, backward and Adam."
     torch.manual_seed(0)
@@ -131,10 +139,7 @@ def make_variant(name: str, c: dict, device: str, fused: bool):
     if ours:
         model = make_model(c["vocab"], c["vocab"], N=c["N"], d_model=c["d_model"], d_ff=c["d_ff"], h=c["h"],
                            dropout=c["dropout"], checkpoint_activations="ckpt" in name)
-        if "nn-dropout" in name:        # the package's model with torch's own dropout: what the custom one saves
-            for parent in model.modules():
-                for k, m in parent.named_children():
-                    if isinstance(m, nn.Dropout): setattr(parent, k, nn.Dropout(m.p))
+        if "dropout16" in name.split("-"): use_dropout16(model)    # the opt-in 16-bit dropout mask (chapter 8)
     else:
         model = TorchTransformer(c["vocab"], c["d_model"], c["h"], c["d_ff"], c["N"], c["dropout"])
     model.to(device).train()
@@ -232,12 +237,12 @@ def main(argv=None):
                    "tflops": flops / med / 1e12,
                    "share_of_mm_rate": flops / med / own, "share_of_bf16_mm_rate": flops / med / peak["bf16"],
                    "mfu": flops / med / own, "mfu_bf16": flops / med / peak["bf16"],   # older files' names
-                   "step_s_all": times[v], "peak_mem_mib": mem.get(v), "warmup_s": warmup_s[v]}
+                   "step_s_all": times[v], "peak_mem_mib": mem.get(v), "warmup_s": warmup_s[v], "dropout": dropout_of(v)}
     ratios = {}
     if "ours-fp32" in rows:
         base = rows["ours-fp32"]["tokens_per_s"]
         for k, v in [("ours_fp32_over_torch_fp32", "torch-fp32"), ("ours_bf16_over_ours_fp32", "ours-bf16"),
-                     ("ours_fp32_over_nn_dropout", "ours-fp32-nn-dropout")]:
+                     ("ours_fp32_dropout16_over_ours_fp32", "ours-fp32-dropout16")]:
             if v in rows: ratios[k] = base / rows[v]["tokens_per_s"] if "over_ours" not in k else rows[v]["tokens_per_s"] / base
         if "ours-fp32-ckpt" in rows: ratios["ckpt_step_time_over_fp32"] = rows["ours-fp32-ckpt"]["step_s"] / rows["ours-fp32"]["step_s"]
         if device == "cuda":                  # every variant's speed-up over strict fp32
@@ -254,10 +259,10 @@ def main(argv=None):
     print(f"{where}; load {load_before:.2f} -> {load_after:.2f}; matmul peak fp32 {peak['fp32'] / 1e9:.0f} GFLOP/s, "
           f"bf16 {peak['bf16'] / 1e9:.0f} GFLOP/s" + (f", tf32 {peak['tf32'] / 1e9:.0f} GFLOP/s" if "tf32" in peak else "")
           + f"; {flops / 1e9:.1f} GFLOP per step; tokens/s counts source + target tokens")
-    print(f"{'variant':24s} {'step ms':>9s} {'tokens/s':>10s} {'TFLOP/s':>8s} {'of mm':>7s} {'of bf16 mm':>10s}"
+    print(f"{'variant':24s} {'dropout':>19s} {'step ms':>9s} {'tokens/s':>10s} {'TFLOP/s':>8s} {'of mm':>7s} {'of bf16 mm':>10s}"
           + ("  peak MiB" if mem else ""))
     for v, r in rows.items():
-        print(f"{v:24s} {r['step_s'] * 1e3:9.2f} {r['tokens_per_s']:10.0f} {r['tflops']:8.1f} {r['mfu']:7.1%} "
+        print(f"{v:24s} {r['dropout']:>19s} {r['step_s'] * 1e3:9.2f} {r['tokens_per_s']:10.0f} {r['tflops']:8.1f} {r['mfu']:7.1%} "
               f"{r['mfu_bf16']:10.1%}" + (f"  {r['peak_mem_mib']:8.0f}" if mem else ""))
     for k, v in ratios.items(): print(f"{k}: {v:.2f}")
     out = Path(args.out or Path(__file__).parent / "results" / f"train_throughput-{slug(m, device)}.json")
