@@ -12,7 +12,6 @@ import copy
 import torch
 from torch import nn, Tensor
 
-from .utils import default_device  # noqa: F401  (re-exported: chapters 6-8 import it from model)
 from .embeddings import Embeddings
 from .positional import PositionalEncoding, LearnedPositionalEmbedding
 from .attention import MultiHeadedAttention
@@ -87,22 +86,25 @@ def cached_length(cache: list[dict] | None) -> int:
 def make_model(src_vocab: int, tgt_vocab: int, N: int = 6, d_model: int = 512, d_ff: int = 2048, h: int = 8,
                dropout: float = 0.1, *, norm_first: bool = False, tie_embeddings: bool = False,
                max_len: int | None = None, positional: str = "sinusoidal",
-               checkpoint_activations: bool = False) -> EncoderDecoder:
-    """Build a Transformer with Glorot-uniform weight matrices. The defaults are the paper's base model
+               checkpoint_activations: bool = False, embed_init: str = "normal") -> EncoderDecoder:
+    """Build a Transformer with Glorot-uniform weight matrices and N(0, 1/d_model) embedding tables. The defaults are the paper's base model
     (post-norm, `norm_first=False`). `tie_embeddings` shares one matrix among the source embedding, target embedding
     and generator (needs `src_vocab == tgt_vocab`); `positional` is `"sinusoidal"` or `"learned"`; `max_len` bounds the
     sequence length (default: 5000 for the sinusoids, a free buffer; 512 for learned positions, which cost
     `max_len * d_model` parameters per table); `checkpoint_activations` recomputes layers in the backward pass to save
-    memory."""
+    memory. `embed_init`: `"normal"` draws the embedding tables from N(0, 1/d_model), as the authors' code did, so
+    that the scaled rows have unit-size entries; `"xavier"` treats them like the other matrices (Glorot uniform)."""
     if tie_embeddings and src_vocab != tgt_vocab:
         raise ValueError(f"tie_embeddings=True needs one shared vocabulary, got src_vocab={src_vocab} and "
                          f"tgt_vocab={tgt_vocab}; use a joint vocabulary or tie_embeddings=False.")
     if positional not in ("sinusoidal", "learned"):
         raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {positional!r}.")
+    if embed_init not in ("normal", "xavier"):
+        raise ValueError(f"embed_init must be 'normal' or 'xavier', got {embed_init!r}.")
     if max_len is None: max_len = 5000 if positional == "sinusoidal" else 512   # the position classes' defaults
     config = dict(src_vocab=src_vocab, tgt_vocab=tgt_vocab, N=N, d_model=d_model, d_ff=d_ff, h=h, dropout=dropout,
                   norm_first=norm_first, tie_embeddings=tie_embeddings, max_len=max_len, positional=positional,
-                  checkpoint_activations=checkpoint_activations)
+                  checkpoint_activations=checkpoint_activations, embed_init=embed_init)
     c = copy.deepcopy  # every use gets its own copy, hence its own parameters
     attn = MultiHeadedAttention(h, d_model, dropout)
     ff = PositionwiseFeedForward(d_model, d_ff, dropout)
@@ -116,6 +118,8 @@ def make_model(src_vocab: int, tgt_vocab: int, N: int = 6, d_model: int = 512, d
         Generator(d_model, tgt_vocab))
     for p in model.parameters():
         if p.dim() > 1: nn.init.xavier_uniform_(p)  # Glorot uniform, fan-avg; biases and norms keep their defaults
+    if embed_init == "normal":   # tensor2tensor's symbol modality: N(0, d^-1/2), multiplied by sqrt(d) in the forward
+        for table in (model.src_embed.embed.lut, model.tgt_embed.embed.lut): nn.init.normal_(table.weight, 0.0, d_model ** -0.5)
     if tie_embeddings:
         model.tgt_embed.embed.lut.weight = model.src_embed.embed.lut.weight
         model.generator.proj.weight = model.src_embed.embed.lut.weight
