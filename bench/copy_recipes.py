@@ -46,9 +46,11 @@ def machine() -> str:
     return cpu
 
 
-def run(norm_first: bool, lr_factor: float, warmup: int, seed: int, steps: int, eval_every: int = 25) -> dict:
+def run(norm_first: bool, lr_factor: float, warmup: int, seed: int, steps: int, eval_every: int = 25,
+        embed_init: str = "normal") -> dict:
     torch.manual_seed(seed)
-    model = make_model(11, 11, N=2, d_model=64, d_ff=256, h=4, dropout=0.0, norm_first=norm_first)
+    model = make_model(11, 11, N=2, d_model=64, d_ff=256, h=4, dropout=0.0, norm_first=norm_first,
+                       embed_init=embed_init)
     opt, sched = noam_optimizer(model, 64, lr_factor, warmup)
     crit = LabelSmoothing(11, 0, 0.1)
     data = copy_task_batches(11, 128, generator=torch.Generator().manual_seed(seed))
@@ -75,18 +77,19 @@ def main(argv=None) -> dict:
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     p.add_argument("--steps", type=int, default=400)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--embed-init", default="normal", choices=["normal", "xavier"], help="make_model's embed_init")
     p.add_argument("--out")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
     result = {"benchmark": "copy-task recipes: steps to 100% exact match, stability afterwards", "cpu": machine(),
               "torch": torch.__version__, "threads": args.threads, "steps": args.steps, "eval_every": 25,
-              "recipes": {}, "date": time.strftime("%Y-%m-%d %H:%M:%S %z")}
+              "embed_init": args.embed_init, "recipes": {}, "date": time.strftime("%Y-%m-%d %H:%M:%S %z")}
     t0 = time.perf_counter()
     for name in args.recipes:
         norm_first, factor, warmup = RECIPES[name]
         runs = []
         for seed in args.seeds:
-            runs.append(run(norm_first, factor, warmup, seed, args.steps))
+            runs.append(run(norm_first, factor, warmup, seed, args.steps, embed_init=args.embed_init))
             print(f"{name}, seed {seed}: {runs[-1]}", flush=True)
         result["recipes"][name] = {"norm_first": norm_first, "lr_factor": factor, "warmup": warmup, "runs": runs}
     result["seconds"] = round(time.perf_counter() - t0, 1)
@@ -100,7 +103,8 @@ def main(argv=None) -> dict:
               f"{', '.join(str(f) if f else 'never' for f in firsts)} | {worst_text} | "
               f"{max(x['largest_loss_spike'] for x in r['runs'])}x |")
     slug = re.sub(r"[^a-z0-9]+", "-", machine().lower()).strip("-")
-    out = Path(args.out or Path(__file__).parent / "results" / f"copy_recipes-{slug}.json")
+    suffix = "" if args.embed_init == "normal" else f"-embed-{args.embed_init}"
+    out = Path(args.out or Path(__file__).parent / "results" / f"copy_recipes-{slug}{suffix}.json")
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {out}")
     return result
