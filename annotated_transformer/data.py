@@ -25,15 +25,16 @@ import numpy as np
 import torch
 from torch import Tensor
 from torch.utils.data import DataLoader, Sampler
-from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 # %% auto #0
 __all__ = ['MULTI30K_COMMIT', 'MULTI30K_URL', 'MULTI30K_SPLITS', 'MULTI30K_SHA256', 'DATA_ENV', 'RESULT_FILES', 'REPOSITORY',
-           'SPECIAL_TOKENS', 'PAD', 'BOS', 'EOS', 'UNK', 'DataError', 'cache_root', 'multi30k_cache_dir', 'sha256_file',
-           'download_multi30k', 'read_lines', 'load_multi30k', 'cached_multi30k', 'write_synthetic_multi30k',
-           'repository_url', 'find_results', 'stored_result', 'load_result', 'new_tokenizer', 'check_tokenizer',
-           'train_tokenizer', 'save_tokenizer', 'load_tokenizer', 'encode_batch', 'encode', 'decode', 'decode_batch',
-           'encode_pairs', 'TokenBudgetSampler', 'pad_sequences', 'collate', 'translation_loader']
+           'SPECIAL_TOKENS', 'PAD', 'BOS', 'EOS', 'UNK', 'SPACE', 'JOINER', 'DataError', 'cache_root',
+           'multi30k_cache_dir', 'sha256_file', 'download_multi30k', 'read_lines', 'load_multi30k', 'cached_multi30k',
+           'write_synthetic_multi30k', 'repository_url', 'find_results', 'stored_result', 'load_result',
+           'new_tokenizer', 'check_tokenizer', 'train_tokenizer', 'save_tokenizer', 'load_tokenizer', 'encode_batch',
+           'encode', 'decode', 'decode_batch', 'encode_pairs', 'TokenBudgetSampler', 'pad_sequences', 'collate',
+           'translation_loader']
 
 # %% ../nbs/09_data.ipynb #395e0911
 MULTI30K_COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
@@ -245,6 +246,10 @@ RESULT_FILES = {
         "614e0581e27bc69760be73692171a6982b3871d3e4dd63443ba50500d84aa4b8",
     "train_throughput-nvidia-h100-80gb-hbm3.json":
         "d5774be261d151460e5875a7c9c966a3731ffff8370def40af0f24f68629c6d5",
+    "attention_maps-multi30k-small.json":
+        "ac909738d88cf15f9b6905b89d22cc4bbab2127d30cadf7d098424ecc34e220e",
+    "length_penalty-amd-epyc-2cores.json":
+        "eb9905537ea11195f303e96edf9bb58e37d0c88c66b6e6a66807e0cf0f3de642",
 }
 REPOSITORY = "https://github.com/annotated-transformer/annotated-transformer"   # fallback for `repository_url`
 _offline = False   # set after a failed download: a notebook opened offline tries once, not once per file
@@ -303,15 +308,22 @@ def load_result(name: str) -> dict | None:
 # %% ../nbs/09_data.ipynb #ab3cb3f6
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
 PAD, BOS, EOS, UNK = 0, 1, 2, 3  # their ids, fixed by their order in SPECIAL_TOKENS
+SPACE, JOINER = "\u2581", "\u25a0"   # "▁": a space, at the start of the token that follows it; "■": no space here
 
 def new_tokenizer() -> Tokenizer:
-    "An untrained BPE tokenizer: NFKC normalisation, Metaspace (`▁`) words with punctuation split off, `<unk>` for unseen characters."
+    """An untrained BPE tokenizer: NFKC normalisation; words start with `▁`, punctuation marks are tokens of their own
+    that keep the `▁` of a space before them, and a mark glued to the word after it carries `■`; `<unk>` for unseen characters."""
     tok = Tokenizer(models.BPE(unk_token="<unk>"))
-    tok.normalizer = normalizers.NFKC()
+    tok.normalizer = normalizers.Sequence([
+        normalizers.NFKC(),
+        normalizers.Replace(Regex(rf"(?<=[^\w\s{SPACE}{JOINER}])(?=\w)"), JOINER + " ")])  # "(dog" -> "(■ dog"
     tok.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always"),  # "a dog." -> "▁a", "▁dog."
-        pre_tokenizers.Punctuation()])                                        # "▁dog." -> "▁dog", "."
-    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+        pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="always"),   # "a (■ dog)." -> "▁a", "▁(■", "▁dog)."
+        pre_tokenizers.Split(Regex(rf"{SPACE}?[^\w\s{SPACE}{JOINER}]{JOINER}?"), behavior="isolated")])  # "▁dog", ")", "."
+    tok.decoder = decoders.Sequence([
+        decoders.Replace(SPACE, " "), decoders.Fuse(),        # one string, spaces back
+        decoders.Replace(JOINER + " ", ""), decoders.Replace(JOINER, ""),   # "(■ dog" -> "(dog"; a stray ■ goes too
+        decoders.Strip(" ", 1, 0)])                           # the space "always" put in front of the sentence
     return tok
 
 def check_tokenizer(tokenizer: Tokenizer) -> Tokenizer:

@@ -34,7 +34,7 @@ __all__ = ['MULTI30K_PRESETS', 'Multi30kTask', 'translate', 'bleu', 'load_transl
 #: preset name -> the settings it gives a `Multi30kTask` (model = `make_model`'s arguments besides the vocabulary)
 MULTI30K_PRESETS = {
     "tiny": dict(model=dict(N=2, d_model=64, d_ff=128, h=4, dropout=0.0), vocab_size=1000, max_train_pairs=400,
-                 max_tokens=1024, lr_factor=1.0, warmup=100, max_steps=200, eval_every=100, eval_size=100),
+                 max_tokens=1024, lr_factor=0.5, warmup=100, max_steps=200, eval_every=100, eval_size=100),
     "small": dict(model=dict(N=3, d_model=256, d_ff=1024, h=4, dropout=0.1), vocab_size=8000, max_train_pairs=None,
                   max_tokens=4096, lr_factor=1.0, warmup=1000, max_steps=6000, eval_every=500, eval_size=None),
     "base": dict(model=dict(N=6, d_model=512, d_ff=2048, h=8, dropout=0.1), vocab_size=8000, max_train_pairs=None,
