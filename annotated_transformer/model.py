@@ -87,12 +87,13 @@ def make_model(src_vocab: int, tgt_vocab: int, N: int = 6, d_model: int = 512, d
                dropout: float = 0.1, *, norm_first: bool = False, tie_embeddings: bool = False,
                max_len: int | None = None, positional: str = "sinusoidal",
                checkpoint_activations: bool = False, embed_init: str = "normal") -> EncoderDecoder:
-    """Build a Transformer with Glorot-uniform weight matrices and N(0, 1/d_model) embedding tables. The defaults are the paper's base model
+    """Build a Transformer with Glorot-uniform weight matrices and normal embedding tables (std d_model^-1/2).
+    The defaults are the paper's base model
     (post-norm, `norm_first=False`). `tie_embeddings` shares one matrix among the source embedding, target embedding
     and generator (needs `src_vocab == tgt_vocab`); `positional` is `"sinusoidal"` or `"learned"`; `max_len` bounds the
     sequence length (default: 5000 for the sinusoids, a free buffer; 512 for learned positions, which cost
     `max_len * d_model` parameters per table); `checkpoint_activations` recomputes layers in the backward pass to save
-    memory. `embed_init`: `"normal"` draws the embedding tables from N(0, 1/d_model), as the authors' code did, so
+    memory. `embed_init`: `"normal"` draws the embedding tables with std d_model^-1/2, as the authors' code did, so
     that the scaled rows have unit-size entries; `"xavier"` treats them like the other matrices (Glorot uniform)."""
     if tie_embeddings and src_vocab != tgt_vocab:
         raise ValueError(f"tie_embeddings=True needs one shared vocabulary, got src_vocab={src_vocab} and "
@@ -118,7 +119,7 @@ def make_model(src_vocab: int, tgt_vocab: int, N: int = 6, d_model: int = 512, d
         Generator(d_model, tgt_vocab))
     for p in model.parameters():
         if p.dim() > 1: nn.init.xavier_uniform_(p)  # Glorot uniform, fan-avg; biases and norms keep their defaults
-    if embed_init == "normal":   # tensor2tensor's symbol modality: N(0, d^-1/2), multiplied by sqrt(d) in the forward
+    if embed_init == "normal":   # tensor2tensor's symbol modality: std d^-1/2, multiplied by sqrt(d) in the forward
         for table in (model.src_embed.embed.lut, model.tgt_embed.embed.lut): nn.init.normal_(table.weight, 0.0, d_model ** -0.5)
     if tie_embeddings:
         model.tgt_embed.embed.lut.weight = model.src_embed.embed.lut.weight

@@ -139,7 +139,7 @@ class CopyTask:
     label_smoothing: float = 0.1
     dropout: float | None = None            # None: the model's (0.0)
     max_steps: int = 3000
-    eval_every: int = 25                    # an evaluation (1,000 greedy decodes) costs about three training steps
+    eval_every: int = 25                    # an evaluation (1,000 greedy decodes) costs a few training steps
     eval_size: int = 1000                   # fresh sequences per evaluation
 
     @classmethod

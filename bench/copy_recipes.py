@@ -14,13 +14,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
-import re
-import statistics
+import sys
 import time
 from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).parent))
+from copy_task import machine, slug  # noqa: E402  (the same machine description as the other benchmarks)
 
 from annotated_transformer.embeddings import id_checks_off
 from annotated_transformer.model import make_model
@@ -34,16 +35,6 @@ RECIPES = {
     "pre-norm, paper lr": (True, 1.0, 100),
     "chapter6": (True, 0.35, 50),     # pre-norm and a lower, earlier peak: the default since issue 12
 }
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return cpu
 
 
 def run(norm_first: bool, lr_factor: float, warmup: int, seed: int, steps: int, eval_every: int = 25,
@@ -81,7 +72,7 @@ def main(argv=None) -> dict:
     p.add_argument("--out")
     args = p.parse_args(argv)
     torch.set_num_threads(args.threads)
-    result = {"benchmark": "copy-task recipes: steps to 100% exact match, stability afterwards", "cpu": machine(),
+    result = {"benchmark": "copy-task recipes: steps to 100% exact match, stability afterwards", "cpu": machine()["cpu"],
               "torch": torch.__version__, "threads": args.threads, "steps": args.steps, "eval_every": 25,
               "embed_init": args.embed_init, "recipes": {}, "date": time.strftime("%Y-%m-%d %H:%M:%S %z")}
     t0 = time.perf_counter()
@@ -102,9 +93,8 @@ def main(argv=None) -> dict:
         print(f"| {name} | {'pre' if r['norm_first'] else 'post'} | {r['lr_factor']} | {r['warmup']} | "
               f"{', '.join(str(f) if f else 'never' for f in firsts)} | {worst_text} | "
               f"{max(x['largest_loss_spike'] for x in r['runs'])}x |")
-    slug = re.sub(r"[^a-z0-9]+", "-", machine().lower()).strip("-")
     suffix = "" if args.embed_init == "normal" else f"-embed-{args.embed_init}"
-    out = Path(args.out or Path(__file__).parent / "results" / f"copy_recipes-{slug}{suffix}.json")
+    out = Path(args.out or Path(__file__).parent / "results" / f"copy_recipes-{slug(machine(), 'cpu')}{suffix}.json")
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {out}")
     return result

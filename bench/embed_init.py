@@ -13,28 +13,20 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
-import re
+import sys
 import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
+sys.path.insert(0, str(Path(__file__).parent))
+from copy_task import machine, slug  # noqa: E402  (the same machine description as the other benchmarks)
+
 from annotated_transformer.data import PAD, collate, encode_pairs
 from annotated_transformer.embeddings import id_checks_off
 from annotated_transformer.training import Batch, noam_optimizer, train_step
 from annotated_transformer.translation import Multi30kTask
-
-
-def machine() -> str:
-    cpu = platform.processor() or platform.machine()
-    try:
-        with open("/proc/cpuinfo") as f:
-            cpu = next((line.split(":", 1)[1].strip() for line in f if line.startswith("model name")), cpu)
-    except OSError:
-        pass
-    return cpu
 
 
 def run(embed_init: str, seed: int, steps: int, every: int) -> dict:
@@ -85,7 +77,7 @@ def main(argv=None) -> dict:
     torch.set_num_threads(args.threads)
     runs = [run(init, seed, args.steps, args.every) for seed in args.seeds for init in ("normal", "xavier")]
     result = {"benchmark": "embedding initialisation on Multi30k: validation loss per token at equal steps",
-              "cpu": machine(), "torch": torch.__version__, "threads": args.threads, "runs": runs,
+              "cpu": machine()["cpu"], "torch": torch.__version__, "threads": args.threads, "runs": runs,
               "date": time.strftime("%Y-%m-%d %H:%M:%S %z")}
     steps = [s for s, _ in runs[0]["val_loss"]]
     print("\n| init | seed | scaled token RMS / positional RMS | " + " | ".join(f"step {s}" for s in steps) + " |")
@@ -93,8 +85,7 @@ def main(argv=None) -> dict:
     for r in runs:
         print(f"| {r['embed_init']} | {r['seed']} | {r['scaled_token_rms'] / r['positional_rms']:.2f} | "
               + " | ".join(f"{v:.3f}" for _, v in r["val_loss"]) + " |")
-    slug = re.sub(r"[^a-z0-9]+", "-", machine().lower()).strip("-")
-    out = Path(args.out or Path(__file__).parent / "results" / f"embed_init-{slug}.json")
+    out = Path(args.out or Path(__file__).parent / "results" / f"embed_init-{slug(machine(), 'cpu')}.json")
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {out}")
     return result
