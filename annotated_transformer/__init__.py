@@ -8,7 +8,9 @@ Docs: https://annotated-transformer.github.io/annotated-transformer/api.html.md"
 __all__ = ['MultiHeadedAttention', 'subsequent_mask', 'EncoderDecoder', 'make_model', 'count_parameters', 'default_device',
            'Batch', 'LabelSmoothing', 'noam_optimizer', 'rate', 'train_step', 'greedy_decode', 'beam_search', 'sample',
            'save_model', 'load_model', 'average_checkpoints', 'TASKS', 'CopyTask', 'make_task', 'Multi30kTask',
-           'translate', 'bleu', 'load_translator', 'TrainConfig', 'train', 'evaluate', 'predict']
+           'translate', 'bleu', 'load_translator', 'TrainConfig', 'train', 'evaluate', 'predict', 'Classifier',
+           'make_classifier', 'LanguageModel', 'make_language_model', 'ImdbTask', 'classify_ids', 'ShakespeareTask',
+           'Enwik8Task', 'TextTask', 'CharVocab', 'generate']
 
 # %% ../nbs/95_api.ipynb #decc750d
 import importlib
@@ -18,13 +20,16 @@ __version__ = "0.1.0"
 #: top-level name -> the module of the book that defines it
 _HOMES = {
     **dict.fromkeys(['MultiHeadedAttention', 'subsequent_mask'], "attention"),   # not `attention`: the module's name
-    **dict.fromkeys(['EncoderDecoder', 'make_model', 'count_parameters'], "model"),
+    **dict.fromkeys(['EncoderDecoder', 'make_model', 'count_parameters', 'Classifier', 'make_classifier',
+                     'LanguageModel', 'make_language_model'], "model"),
     'default_device': "utils",
     **dict.fromkeys(['Batch', 'LabelSmoothing', 'noam_optimizer', 'rate', 'train_step', 'greedy_decode'], "training"),
     **dict.fromkeys(['beam_search', 'sample'], "decoding"),
     **dict.fromkeys(['save_model', 'load_model', 'average_checkpoints'], "checkpoint"),
     **dict.fromkeys(['TASKS', 'CopyTask', 'make_task'], "tasks"),
     **dict.fromkeys(['Multi30kTask', 'translate', 'bleu', 'load_translator'], "translation"),
+    **dict.fromkeys(['ImdbTask', 'classify_ids'], "classification"),
+    **dict.fromkeys(['ShakespeareTask', 'Enwik8Task', 'TextTask', 'CharVocab', 'generate'], "language_model"),
     **dict.fromkeys(['TrainConfig', 'train', 'evaluate', 'predict'], "run"),
 }
 
@@ -32,7 +37,8 @@ _all_ = ['MultiHeadedAttention', 'subsequent_mask', 'EncoderDecoder', 'make_mode
          'default_device', 'Batch', 'LabelSmoothing', 'noam_optimizer', 'rate', 'train_step', 'greedy_decode',
          'beam_search', 'sample', 'save_model', 'load_model', 'average_checkpoints', 'TASKS', 'CopyTask',
          'make_task', 'Multi30kTask', 'translate', 'bleu', 'load_translator', 'TrainConfig', 'train', 'evaluate',
-         'predict']
+         'predict', 'Classifier', 'make_classifier', 'LanguageModel', 'make_language_model', 'ImdbTask',
+         'classify_ids', 'ShakespeareTask', 'Enwik8Task', 'TextTask', 'CharVocab', 'generate']
 
 def __getattr__(name: str):
     """Import a top-level name from its chapter's module on first use: `from annotated_transformer import make_model`

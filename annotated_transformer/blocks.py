@@ -83,9 +83,12 @@ class EncoderLayer(nn.Module):
         self.sublayer = clones(SublayerConnection(size, dropout, norm_first), 2)
         self.size, self.norm_first = size, norm_first
 
-    def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
-        "`mask`: bool `(batch, 1, seq)`, True = a real token that may be attended to."
-        x = self.sublayer[0](x, lambda y: self.self_attn(y, y, y, mask))
+    def forward(self, x: Tensor, mask: Tensor | None, cache: dict | None = None, is_causal: bool = False) -> Tensor:
+        """`mask`: bool `(batch, 1, seq)`, True = a real token that may be attended to. `is_causal=True` (with
+        `mask=None`) and `cache` make the layer a decoder-only model's layer (chapter 11): each position attends to
+        itself and the positions before it, and `cache` keeps their keys and values for incremental decoding."""
+        c_self = None if cache is None else cache.setdefault("self", {})    # the same layout as `DecoderLayer`'s
+        x = self.sublayer[0](x, lambda y: self.self_attn(y, y, y, mask, cache=c_self, is_causal=is_causal))
         return self.sublayer[1](x, self.feed_forward)
 
 # %% ../nbs/04_blocks.ipynb #ea5e4b70
@@ -97,12 +100,16 @@ class Encoder(nn.Module):
         self.norm = LayerNorm(layer.size) if layer.norm_first else nn.Identity()
         self.checkpoint_activations = False  # recompute each layer in the backward pass (saves memory; chapter 8)
 
-    def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
-        for layer in self.layers:
-            if self.checkpoint_activations and self.training and torch.is_grad_enabled():
-                x = checkpoint(layer, x, mask, use_reentrant=False)
+    def forward(self, x: Tensor, mask: Tensor | None, cache: list[dict] | None = None,
+                is_causal: bool = False) -> Tensor:
+        "`cache`: one dict per layer, or None; `is_causal`: see `EncoderLayer` (both for decoder-only models)."
+        for i, layer in enumerate(self.layers):
+            if cache is not None:
+                x = layer(x, mask, cache[i], is_causal)
+            elif self.checkpoint_activations and self.training and torch.is_grad_enabled():
+                x = checkpoint(layer, x, mask, None, is_causal, use_reentrant=False)
             else:
-                x = layer(x, mask)
+                x = layer(x, mask, is_causal=is_causal)
         return self.norm(x)
 
 # %% ../nbs/04_blocks.ipynb #e7bd9bc6

@@ -20,7 +20,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 from torch import Tensor
 
-from .model import EncoderDecoder, make_model
+from .model import EncoderDecoder, make_model, model_from_config
 
 # %% auto #0
 __all__ = ['FORMAT_VERSION', 'MODEL_FILE', 'CONFIG_FILE', 'STATE_FILE', 'STATE_JSON', 'UNIT_PREFIX', 'CheckpointError',
@@ -134,13 +134,13 @@ def load_config(path: str | Path) -> dict:
     return cfg
 
 def load_model(path: str | Path, device=None) -> EncoderDecoder:
-    """Rebuild the model saved in folder `path` with `make_model`, load its weights (tied matrices stay tied) and
+    """Rebuild the model saved in folder `path` (`model_from_config`: `make_model`, or chapter 10's and 11's assemblies), load its weights (tied matrices stay tied) and
     return it in eval mode on `device` (default: CPU). A missing or corrupt file raises an error that names it.
     A run folder written by `train` stands for its newest checkpoint."""
     path = resolve_checkpoint(path)
     cfg = load_config(path)
     tensors, meta = _read_safetensors(path / MODEL_FILE)
-    try: model = make_model(**cfg["model"])
+    try: model = model_from_config(cfg["model"])
     except (TypeError, ValueError) as e:
         raise CheckpointError(f"checkpoint file {path / CONFIG_FILE}: cannot rebuild the model ({e}).") from None
     try:

@@ -63,26 +63,29 @@ class OneLineParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
 def build_parser() -> argparse.ArgumentParser:
-    "The `annotated-transformer` parser with its `train`, `eval`, `translate` and `average` subcommands."
+    "The `annotated-transformer` parser with its `train`, `eval`, `translate`, `classify`, `generate` and `average` subcommands."
     p = OneLineParser(prog="annotated-transformer",
                       description="Train and evaluate the Annotated Transformer's tasks.")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{train,eval,translate,average}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{train,eval,translate,classify,generate,average}")
     S = argparse.SUPPRESS   # an option not given stays absent, so that --config's value (or the default) holds
     t = sub.add_parser("train", help="train a task until it reaches its target, saving checkpoints", argument_default=S)
     t.add_argument("--config", metavar="FILE", help="settings from a TOML or JSON file; flags override them")
     t.add_argument("--task", choices=sorted(TASKS), help="what to learn (default: copy)")
     t.add_argument("--out", metavar="DIR", help="run folder (default: runs/<task>)")
     g = t.add_argument_group("the recipe (default: the task's)")
-    g.add_argument("--preset", choices=list(MULTI30K_PRESETS), help="multi30k: model size (default: small)")
-    g.add_argument("--data-dir", metavar="DIR", help="multi30k: folder of the data files (default: download to the cache)")
-    g.add_argument("--batch-size", type=int, metavar="B", help="sequences per micro-batch (copy)")
-    g.add_argument("--max-tokens", type=int, metavar="T", help="padded tokens per micro-batch (multi30k)")
+    g.add_argument("--preset", metavar="NAME", help="model size: tiny | small (default) | base (multi30k only)")
+    g.add_argument("--data-dir", metavar="DIR", help="folder of the data files (default: download to the cache); "
+                                                     "task text: the text file")
+    g.add_argument("--batch-size", type=int, metavar="B", help="sequences per micro-batch (copy, shakespeare, enwik8, text)")
+    g.add_argument("--max-tokens", type=int, metavar="T", help="padded tokens per micro-batch (multi30k, imdb)")
     g.add_argument("--lr-factor", type=float, metavar="F", help="the Noam schedule's factor")
     g.add_argument("--warmup", type=int, metavar="N", help="warm-up steps of the Noam schedule")
     g.add_argument("--dropout", type=float, metavar="P", help="dropout probability")
     g.add_argument("--label-smoothing", type=float, metavar="E", help="label smoothing epsilon")
     g.add_argument("--max-steps", type=int, metavar="N", help="total optimizer steps, counted across resumes")
     g.add_argument("--eval-every", type=int, metavar="N", help="steps between evaluations, each saving a checkpoint")
+    g.add_argument("--target", type=float, metavar="X", help="stop at this validation metric: accuracy (imdb), loss in "
+                                                              "nats per character (shakespeare, enwik8, text)")
     r = t.add_argument_group("the run")
     r.add_argument("--seed", type=int, metavar="S", help="seed of initialisation and data (default: 0)")
     r.add_argument("--resume", action="store_true", help="continue the run saved in --out")
@@ -107,10 +110,11 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--n", type=int, default=None, metavar="N", help="examples to evaluate (default: the task's)")
     e.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the test examples (default: 0)")
     e.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: auto")
-    e.add_argument("--split", choices=list(MULTI30K_SPLITS), help="multi30k: which split (default: val)")
+    e.add_argument("--split", metavar="NAME", help="which split (default: val): multi30k val | test2016, "
+                                                  "imdb val | test, enwik8 val | test")
     e.add_argument("--beam", type=int, metavar="K", help="multi30k: beam size (default: 1, greedy)")
     e.add_argument("--length-penalty", type=float, metavar="A", help="multi30k: beam search's alpha (default: 0.6)")
-    e.add_argument("--data-dir", metavar="DIR", help="multi30k: data folder (default: the one the run trained on)")
+    e.add_argument("--data-dir", metavar="DIR", help="data folder (default: the one the run trained on)")
     a = sub.add_parser("average", help="average the weights of checkpoints of one model into a new checkpoint")
     a.add_argument("checkpoints", nargs="+", metavar="DIR", help="checkpoint folders, e.g. RUN/step-*")
     a.add_argument("--out", required=True, metavar="DIR", help="the new checkpoint folder")
@@ -122,6 +126,18 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--batch-size", type=int, default=64, metavar="B", help="sentences decoded together (default: 64)")
     tr.add_argument("--max-len", type=int, metavar="N", help="output tokens at most (default: source tokens + 50)")
     tr.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: auto")
+    c = sub.add_parser("classify", help="label texts (arguments, or lines of standard input) with an imdb checkpoint")
+    c.add_argument("texts", nargs="*", help="texts to classify (none: read standard input, one per line)")
+    c.add_argument("--checkpoint", required=True, metavar="DIR", help="an imdb checkpoint, or its run folder")
+    c.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: auto")
+    gn = sub.add_parser("generate", help="continue a prompt with a character language model")
+    gn.add_argument("--checkpoint", required=True, metavar="DIR", help="a shakespeare, enwik8 or text checkpoint")
+    gn.add_argument("--prompt", default="", help="the text to continue (default: a new line, or the vocabulary's first character)")
+    gn.add_argument("--max-new-tokens", type=int, default=500, metavar="N", help="characters to add (default: 500)")
+    gn.add_argument("--temperature", type=float, default=0.8, metavar="T", help="sampling temperature (default: 0.8)")
+    gn.add_argument("--top-k", type=int, metavar="K", help="sample among the K most likely characters (default: all)")
+    gn.add_argument("--seed", type=int, metavar="S", help="seed of the draws (default: a fresh one)")
+    gn.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: auto")
     return p
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
@@ -152,6 +168,16 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "average":
             r = average(args.checkpoints, args.out)
             print(f"averaged {len(r['averaged'])} checkpoints (steps {r['steps']}) into {r['out']}", flush=True)
+        elif args.command == "classify":
+            texts = args.texts or [s.strip() for s in sys.stdin if s.strip()]
+            if not texts: raise UsageError("no texts to classify: give them as arguments, or one per line on standard input.")
+            for line in predict(args.checkpoint, texts, args.device, task="imdb"): print(line, flush=True)
+        elif args.command == "generate":
+            _positive(args, "max_new_tokens", "top_k")
+            if not args.temperature > 0: raise UsageError(f"--temperature must be > 0, got {args.temperature}.")
+            for text in predict(args.checkpoint, [args.prompt], args.device, max_new_tokens=args.max_new_tokens,
+                                temperature=args.temperature, top_k=args.top_k, seed=args.seed):
+                print(text, flush=True)
         else:
             _positive(args, "beam", "batch_size", "max_len")
             sentences = args.sentences or [s.strip() for s in sys.stdin if s.strip()]

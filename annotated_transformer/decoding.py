@@ -17,7 +17,7 @@ from .model import EncoderDecoder
 from .training import greedy_decode   # chapter 6's, with the cache; importable from here too
 
 # %% auto #0
-__all__ = ['gnmt_length_penalty', 'beam_search', 'sample']
+__all__ = ['gnmt_length_penalty', 'beam_search', 'check_sampling', 'pick_next', 'sample']
 
 # %% ../nbs/07_decoding.ipynb #0bf5cc77
 def gnmt_length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
@@ -143,6 +143,22 @@ def beam_search(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max
     return tokens[:, :int(lengths.max())], scores
 
 # %% ../nbs/07_decoding.ipynb #177d027c
+def check_sampling(temperature: float, top_k: int | None) -> None:
+    "A `ValueError` for a temperature that is not positive or a `top_k` below 1."
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}; use top_k=1 for greedy decoding.")
+    if top_k is not None and top_k < 1: raise ValueError(f"top_k must be >= 1 or None (no cut), got {top_k}.")
+
+def pick_next(logp: Tensor, temperature: float = 1.0, top_k: int | None = None,
+              generator: torch.Generator | None = None) -> Tensor:
+    """Draw one token per row of the log-probabilities `logp` `(batch, V)`: from the distribution with log p divided
+    by `temperature`, restricted to the `top_k` most likely tokens (all when None; ties with the k-th are kept)."""
+    scores = logp.float() / temperature                                    # log p / T
+    if top_k is not None and top_k < scores.size(-1):
+        kth = scores.topk(top_k, dim=-1).values[:, -1:]                    # (batch, 1): the k-th largest
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    return torch.multinomial(scores.softmax(-1), 1, generator=generator).squeeze(1)   # (batch,)
+
 @torch.no_grad()
 def sample(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len: int, start_symbol: int,
            end_symbol: int | None = None, *, temperature: float = 1.0, top_k: int | None = None,
@@ -153,14 +169,7 @@ def sample(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len:
     Returns `(batch, length)` ids like `greedy_decode` (start symbol first, `pad_symbol`, default `end_symbol`, after
     the end). `generator` (on the model's device) makes the draws reproducible; `top_k=1` is greedy decoding."""
     if max_len < 1: raise ValueError(f"max_len must be >= 1 (it counts the start symbol), got {max_len}.")
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}; use top_k=1 for greedy decoding.")
-    if top_k is not None and top_k < 1: raise ValueError(f"top_k must be >= 1 or None (no cut), got {top_k}.")
-    def draw(logp: Tensor) -> Tensor:                                          # (batch, V) -> (batch,)
-        scores = logp.float() / temperature                                    # log p / T
-        if top_k is not None and top_k < scores.size(-1):
-            kth = scores.topk(top_k, dim=-1).values[:, -1:]                    # (batch, 1): the k-th largest
-            scores = scores.masked_fill(scores < kth, float("-inf"))
-        return torch.multinomial(scores.softmax(-1), 1, generator=generator).squeeze(1)
+    check_sampling(temperature, top_k)
+    draw = lambda logp: pick_next(logp, temperature, top_k, generator)     # (batch, V) -> (batch,)
     # chapter 6's loop (with the cache): only the choice of the next token differs
     return greedy_decode(model, src, src_mask, max_len, start_symbol, end_symbol, pad_symbol=pad_symbol, pick=draw)

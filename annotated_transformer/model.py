@@ -18,7 +18,7 @@ from .attention import MultiHeadedAttention
 from .blocks import (PositionwiseFeedForward, EncoderLayer, Encoder, DecoderLayer, Decoder)
 
 # %% auto #0
-__all__ = ['InputEmbedding', 'Generator', 'EncoderDecoder', 'cached_length', 'make_model', 'count_parameters']
+__all__ = ['InputEmbedding', 'Generator', 'EncoderDecoder', 'cached_length', 'make_model', 'count_parameters', 'init_weights', 'model_from_config', 'Classifier', 'make_classifier', 'LanguageModel', 'make_language_model']
 
 # %% ../nbs/05_model.ipynb #9abd3a06
 class InputEmbedding(nn.Module):
@@ -132,3 +132,110 @@ def make_model(src_vocab: int, tgt_vocab: int, N: int = 6, d_model: int = 512, d
 def count_parameters(model: nn.Module) -> int:
     "Number of distinct trainable parameters (a tied matrix counts once)."
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+# %% ../nbs/05_model.ipynb #3058ceba
+def init_weights(model: nn.Module, tables: list[nn.Embedding], d_model: int, embed_init: str = "normal") -> None:
+    """`make_model`'s initialisation: Glorot-uniform for every matrix, then the embedding `tables` drawn with std
+    d_model^-1/2 (`embed_init="normal"`) or left Glorot-uniform (`"xavier"`). Biases and norms keep their defaults."""
+    if embed_init not in ("normal", "xavier"):
+        raise ValueError(f"embed_init must be 'normal' or 'xavier', got {embed_init!r}.")
+    for p in model.parameters():
+        if p.dim() > 1: nn.init.xavier_uniform_(p)
+    if embed_init == "normal":
+        for table in tables: nn.init.normal_(table.weight, 0.0, d_model ** -0.5)
+
+def _position(positional: str, d_model: int, dropout: float, max_len: int) -> nn.Module:
+    if positional not in ("sinusoidal", "learned"):
+        raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {positional!r}.")
+    return (PositionalEncoding if positional == "sinusoidal" else LearnedPositionalEmbedding)(d_model, dropout, max_len)
+
+# %% ../nbs/05_model.ipynb #fa6d01e4
+def model_from_config(config: dict) -> nn.Module:
+    """A new model from a `model.config` (what `load_model` rebuilds from `config.json`): an encoder-decoder
+    (`make_model`; configs without `kind` are from before Part III), a `Classifier` or a `LanguageModel`."""
+    cfg = dict(config)
+    kind = cfg.pop("kind", "encoder_decoder")
+    if kind == "encoder_decoder": return make_model(**cfg)
+    if kind == "classifier": return make_classifier(cfg.pop("src_vocab"), cfg.pop("tgt_vocab"), **cfg)
+    if kind == "language_model":
+        cfg.pop("tgt_vocab", None)
+        return make_language_model(cfg.pop("src_vocab"), **cfg)
+    raise ValueError(f"unknown model kind {kind!r}; this version builds encoder_decoder, classifier and language_model.")
+
+# %% ../nbs/10_classification.ipynb #61fc362e
+class Classifier(nn.Module):
+    """Encoder-only model (chapter 10): embed, encode with no causal mask, pool the sequence into one vector, and map
+    it to log-probabilities over `n_classes`: `(batch, seq)` ids, `(batch, 1, seq)` mask -> `(batch, n_classes)`.
+    `pool="mean"` averages the encoder's outputs over the real tokens (the mask); `pool="first"` takes the output at
+    position 0, a class token in the manner of BERT's [CLS] (here the start symbol that begins every input)."""
+    def __init__(self, embed: InputEmbedding, encoder: Encoder, head: Generator, pool: str = "mean"):
+        super().__init__()
+        if pool not in ("mean", "first"): raise ValueError(f"pool must be 'mean' or 'first', got {pool!r}.")
+        self.embed, self.encoder, self.head, self.pool = embed, encoder, head, pool
+        self.config: dict = {}
+
+    def features(self, src: Tensor, src_mask: Tensor | None) -> Tensor:
+        "The pooled vector `(batch, d_model)` that the head classifies."
+        x = self.encoder(self.embed(src), src_mask)                   # (batch, seq, d_model)
+        if self.pool == "first": return x[:, 0]
+        if src_mask is None: return x.mean(1)
+        w = src_mask.transpose(1, 2).to(x.dtype)                      # (batch, seq, 1): 1 at real tokens
+        return (x * w).sum(1) / w.sum(1).clamp(min=1.0)
+
+    def forward(self, src: Tensor, src_mask: Tensor | None) -> Tensor:
+        return self.head(self.features(src, src_mask))                # (batch, n_classes) log-probabilities
+
+def make_classifier(vocab: int, n_classes: int = 2, N: int = 2, d_model: int = 128, d_ff: int = 512, h: int = 4,
+                    dropout: float = 0.1, *, pool: str = "mean", norm_first: bool = True, max_len: int = 512,
+                    positional: str = "sinusoidal", embed_init: str = "normal",
+                    checkpoint_activations: bool = False) -> Classifier:
+    """An encoder-only classifier built from `make_model`'s parts: `N` `EncoderLayer`s (pre-norm by default, which
+    trains without a dip at these sizes: chapter 6), pooling (`Classifier`), and a linear head. `max_len`: the
+    longest input in tokens."""
+    config = dict(kind="classifier", src_vocab=vocab, tgt_vocab=n_classes, N=N, d_model=d_model, d_ff=d_ff, h=h,
+                  dropout=dropout, pool=pool, norm_first=norm_first, max_len=max_len, positional=positional,
+                  embed_init=embed_init, checkpoint_activations=checkpoint_activations)
+    layer = EncoderLayer(d_model, MultiHeadedAttention(h, d_model, dropout), PositionwiseFeedForward(d_model, d_ff, dropout),
+                         dropout, norm_first)
+    model = Classifier(InputEmbedding(Embeddings(d_model, vocab), _position(positional, d_model, dropout, max_len)),
+                       Encoder(layer, N), Generator(d_model, n_classes), pool)
+    init_weights(model, [model.embed.embed.lut], d_model, embed_init)
+    model.encoder.checkpoint_activations = checkpoint_activations
+    model.config = config
+    return model
+
+# %% ../nbs/11_language_model.ipynb #284bf423
+class LanguageModel(nn.Module):
+    """Decoder-only model (chapter 11): `EncoderLayer`s under the causal mask, so position i sees positions <= i:
+    `(batch, t)` ids -> `(batch, t, d_model)`; `self.generator` turns that into next-token log-probabilities.
+    With a `cache` (from `new_cache`), `x` holds only the new tokens and earlier keys/values are reused (chapter 7)."""
+    def __init__(self, embed: InputEmbedding, decoder: Encoder, generator: Generator):
+        super().__init__()
+        self.embed, self.decoder, self.generator = embed, decoder, generator
+        self.config: dict = {}
+
+    def forward(self, x: Tensor, cache: list[dict] | None = None) -> Tensor:
+        return self.decoder(self.embed(x, cached_length(cache)), None, cache, is_causal=True)
+
+    def new_cache(self) -> list[dict]:
+        "An empty key/value cache, one dict per layer."
+        return [{} for _ in self.decoder.layers]
+
+def make_language_model(vocab: int, N: int = 4, d_model: int = 128, d_ff: int = 512, h: int = 4,
+                        dropout: float = 0.0, *, context: int = 256, norm_first: bool = True,
+                        positional: str = "sinusoidal", tie_embeddings: bool = False, embed_init: str = "normal",
+                        checkpoint_activations: bool = False) -> LanguageModel:
+    """A decoder-only language model: `N` causal `EncoderLayer`s (pre-norm by default, as GPT-2), the generator on
+    top, optionally tied to the embedding. `context`: the longest sequence it reads (its training window)."""
+    config = dict(kind="language_model", src_vocab=vocab, tgt_vocab=vocab, N=N, d_model=d_model, d_ff=d_ff, h=h,
+                  dropout=dropout, context=context, norm_first=norm_first, positional=positional,
+                  tie_embeddings=tie_embeddings, embed_init=embed_init, checkpoint_activations=checkpoint_activations)
+    layer = EncoderLayer(d_model, MultiHeadedAttention(h, d_model, dropout), PositionwiseFeedForward(d_model, d_ff, dropout),
+                         dropout, norm_first)
+    model = LanguageModel(InputEmbedding(Embeddings(d_model, vocab), _position(positional, d_model, dropout, context)),
+                          Encoder(layer, N), Generator(d_model, vocab))
+    init_weights(model, [model.embed.embed.lut], d_model, embed_init)
+    if tie_embeddings: model.generator.proj.weight = model.embed.embed.lut.weight
+    model.decoder.checkpoint_activations = checkpoint_activations
+    model.config = config
+    return model

@@ -33,7 +33,8 @@ from .training import TrainState, noam_optimizer, train_step, autocast_context, 
 from .checkpoint import (CheckpointError, load_model, load_config, save_model,
     save_training_state, load_training_state, save_checkpoint_unit, checkpoint_units, resolve_checkpoint, atomic_write)
 from .tasks import TASKS, make_task, task_from_checkpoint
-from . import translation   # registers the translation task  # noqa: F401
+from .data import DataError
+from . import translation, classification, language_model   # register their tasks  # noqa: F401
 
 # %% auto #0
 __all__ = ['TASK_SETTINGS', 'RESUMED', 'RUN_DEFAULTS', 'PARAM_DIGEST_ENV', 'RUN_FILES', 'TrainConfig', 'UsageError',
@@ -49,8 +50,8 @@ class TrainConfig:
     task: str | None = None            # default: copy, or on --resume the saved run's
     out: str | None = None             # run folder; default runs/<task>
     # --- task settings: the recipe (None = the task's default)
-    preset: str | None = None          # multi30k: tiny | small | base (default: small)
-    data_dir: str | None = None        # multi30k: folder of the data files (default: the download cache)
+    preset: str | None = None          # the task's presets: tiny | small (default) | base (multi30k)
+    data_dir: str | None = None        # folder of the data files (default: the download cache); task text: the file
     batch_size: int | None = None      # sequences per micro-batch (tasks that count sequences: copy)
     max_tokens: int | None = None      # padded tokens per micro-batch (token-budget tasks: multi30k)
     lr_factor: float | None = None     # Noam schedule: lr_factor * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)
@@ -60,6 +61,7 @@ class TrainConfig:
     max_steps: int | None = None       # total optimizer steps, counted across resumes
     eval_every: int | None = None      # optimizer steps between evaluations (each one saves a checkpoint)
     target_bleu: float | None = None   # multi30k: stop once validation BLEU reaches it
+    target: float | None = None        # imdb: validation accuracy; shakespeare, enwik8, text: validation loss (nats/char)
     # --- the run
     # None below: the saved run's value on --resume, else the default in RUN_DEFAULTS
     seed: int | None = None
@@ -78,7 +80,7 @@ class TrainConfig:
     compile: bool = False              # torch.compile the model (the first step includes the compile time)
 
 TASK_SETTINGS = ("preset", "data_dir", "batch_size", "max_tokens", "lr_factor", "warmup", "dropout", "label_smoothing",
-                 "max_steps", "eval_every", "target_bleu")
+                 "max_steps", "eval_every", "target_bleu", "target")
 #: what a resumed run takes from the saved run unless given again (max_steps excepted: resuming usually extends it)
 RESUMED = tuple(k for k in TASK_SETTINGS if k != "max_steps") + ("seed", "accum_steps", "clip_norm", "precision",
                                                                  "log_every", "keep_checkpoints")
@@ -282,7 +284,8 @@ def _train(cfg: TrainConfig, task, device: torch.device, out: Path, rank: int, w
     max_steps, eval_every = task.max_steps, task.eval_every
     log_every = cfg.log_every or max(1, eval_every // 5)
     model = task.build_model().to(device)
-    model.encoder.checkpoint_activations = model.decoder.checkpoint_activations = cfg.checkpoint_activations
+    for m in model.modules():   # the encoder and decoder stacks (one stack in chapters 10-11's models)
+        if hasattr(m, "checkpoint_activations"): m.checkpoint_activations = cfg.checkpoint_activations
     opt, sched = noam_optimizer(model, model.config["d_model"], task.lr_factor, task.warmup)
     scaler = torch.amp.GradScaler(device.type) if cfg.precision == "fp16" else None
     shards = task.shards_data
@@ -428,11 +431,16 @@ def evaluate(checkpoint: str | os.PathLike, n: int | None = None, seed: int = 0,
     metrics = t.evaluate(model, torch.Generator().manual_seed(stream_seed(seed, "test")), dev, n, **options)
     return {"task": t.name, "checkpoint": str(checkpoint), **metrics}
 
-def predict(checkpoint: str | os.PathLike, inputs: list[str], device: str = "auto", **options) -> list[str]:
-    "What a trained model makes of `inputs` (translations for multi30k); `options` go to the task's `predict`."
+def predict(checkpoint: str | os.PathLike, inputs: list[str], device: str = "auto", task: str | None = None,
+            **options) -> list[str]:
+    """What a trained model makes of `inputs`: translations (multi30k), labels with their probability (imdb),
+    continuations (shakespeare, enwik8, text); `options` go to the task's `predict`. `task`: checked against the
+    checkpoint's."""
     dev = resolve_device(device)
-    model, t = load_trained(checkpoint, dev)
+    model, t = load_trained(checkpoint, dev, task)
     if not hasattr(t, "predict"):
-        raise UsageError(f"{checkpoint} holds a model for task {t.name!r}, which has no text to translate; "
-                         f"translate needs a checkpoint of multi30k.")
-    return t.predict(model, inputs, **{k: v for k, v in options.items() if v is not None})
+        raise UsageError(f"{checkpoint} holds a model for task {t.name!r}, which makes no predictions from text.")
+    try: return t.predict(model, inputs, **{k: v for k, v in options.items() if v is not None})
+    except ValueError as e:   # an input the model cannot read (a character outside its vocabulary): the user's to fix
+        if isinstance(e, DataError): raise
+        raise UsageError(str(e)) from None

@@ -186,7 +186,9 @@ def unwrap_model(model: nn.Module) -> nn.Module:
 def batch_loss(model: EncoderDecoder, batch: Batch, criterion: nn.Module) -> Tensor:
     """Teacher-forced forward pass: the loss summed over the batch's target tokens (a scalar). `model` may be
     wrapped (DDP, `torch.compile`): the wrapper runs the forward pass, the generator comes from the model inside.
-    Right-padded targets use the causal mask alone (`is_causal`), which gives the same loss as the full mask."""
+    Right-padded targets use the causal mask alone (`is_causal`), which gives the same loss as the full mask.
+    A batch of another kind of model (chapters 10-11) computes its loss itself, with its `loss(model, criterion)`."""
+    if hasattr(batch, "loss"): return batch.loss(model, criterion)
     if getattr(batch, "right_padded", False):
         out = model(batch.src, batch.tgt, batch.src_mask, None, is_causal=True)   # (batch, tgt_len, d_model)
     else:
