@@ -10,7 +10,7 @@ __all__ = ['MultiHeadedAttention', 'subsequent_mask', 'EncoderDecoder', 'make_mo
            'save_model', 'load_model', 'average_checkpoints', 'TASKS', 'CopyTask', 'make_task', 'Multi30kTask',
            'translate', 'bleu', 'load_translator', 'TrainConfig', 'train', 'evaluate', 'predict', 'Classifier',
            'make_classifier', 'LanguageModel', 'make_language_model', 'ImdbTask', 'classify_ids', 'ShakespeareTask',
-           'Enwik8Task', 'TextTask', 'CharVocab', 'generate']
+           'Enwik8Task', 'TextTask', 'CharVocab', 'generate', 'load_pretrained']
 
 # %% ../nbs/95_api.ipynb #decc750d
 import importlib
@@ -29,8 +29,9 @@ _HOMES = {
     **dict.fromkeys(['TASKS', 'CopyTask', 'make_task'], "tasks"),
     **dict.fromkeys(['Multi30kTask', 'translate', 'bleu', 'load_translator'], "translation"),
     **dict.fromkeys(['ImdbTask', 'classify_ids'], "classification"),
-    **dict.fromkeys(['ShakespeareTask', 'Enwik8Task', 'TextTask', 'CharVocab', 'generate'], "language_model"),
-    **dict.fromkeys(['TrainConfig', 'train', 'evaluate', 'predict'], "run"),
+    **dict.fromkeys(['ShakespeareTask', 'Enwik8Task', 'TextTask', 'CharVocab', 'generate',
+         'load_pretrained'], "language_model"),
+    **dict.fromkeys(['TrainConfig', 'train', 'evaluate', 'predict', 'load_pretrained'], "run"),
 }
 
 _all_ = ['MultiHeadedAttention', 'subsequent_mask', 'EncoderDecoder', 'make_model', 'count_parameters',
@@ -38,7 +39,8 @@ _all_ = ['MultiHeadedAttention', 'subsequent_mask', 'EncoderDecoder', 'make_mode
          'beam_search', 'sample', 'save_model', 'load_model', 'average_checkpoints', 'TASKS', 'CopyTask',
          'make_task', 'Multi30kTask', 'translate', 'bleu', 'load_translator', 'TrainConfig', 'train', 'evaluate',
          'predict', 'Classifier', 'make_classifier', 'LanguageModel', 'make_language_model', 'ImdbTask',
-         'classify_ids', 'ShakespeareTask', 'Enwik8Task', 'TextTask', 'CharVocab', 'generate']
+         'classify_ids', 'ShakespeareTask', 'Enwik8Task', 'TextTask', 'CharVocab', 'generate',
+         'load_pretrained']
 
 def __getattr__(name: str):
     """Import a top-level name from its chapter's module on first use: `from annotated_transformer import make_model`

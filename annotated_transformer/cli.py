@@ -27,6 +27,7 @@ from .training import PRECISIONS
 from .tasks import TASKS
 from .run import (TrainConfig, UsageError, Interrupted, load_config_file, train, evaluate, predict)
 from .translation import MULTI30K_PRESETS
+from .pretrained import PRETRAINED_FOR, PREFIX
 
 # %% auto #0
 __all__ = ['snapshots', 'average', 'OneLineParser', 'build_parser', 'config_from_args', 'main']
@@ -105,7 +106,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--keep-checkpoints", type=int, metavar="K",
                    help="checkpoints kept in OUT/step-N: the newest whole, older ones as weights for average (default: 1)")
     e = sub.add_parser("eval", help="evaluate a checkpoint; prints one JSON line")
-    e.add_argument("--checkpoint", required=True, metavar="DIR", help="a checkpoint, or a run folder (its newest)")
+    e.add_argument("--checkpoint", required=True, metavar="DIR",
+                   help="a checkpoint, a run folder (its newest), or pretrained:NAME (a shipped model)")
     e.add_argument("--task", choices=sorted(TASKS), help="check that the checkpoint is of this task")
     e.add_argument("--n", type=int, default=None, metavar="N", help="examples to evaluate (default: the task's)")
     e.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the test examples (default: 0)")
@@ -120,7 +122,8 @@ def build_parser() -> argparse.ArgumentParser:
     a.add_argument("--out", required=True, metavar="DIR", help="the new checkpoint folder")
     tr = sub.add_parser("translate", help="translate sentences (arguments, or lines of standard input) with a checkpoint")
     tr.add_argument("sentences", nargs="*", help="sentences to translate (none: read standard input, one per line)")
-    tr.add_argument("--checkpoint", required=True, metavar="DIR", help="a multi30k checkpoint, or its run folder")
+    tr.add_argument("--checkpoint", default=PREFIX + PRETRAINED_FOR["translate"], metavar="DIR",
+                   help=f"a multi30k checkpoint or run folder, or pretrained:NAME (default: the shipped {PREFIX + PRETRAINED_FOR['translate']})")
     tr.add_argument("--beam", type=int, default=1, metavar="K", help="beam size (default: 1, greedy)")
     tr.add_argument("--length-penalty", type=float, default=0.6, metavar="A", help="beam search's alpha (default: 0.6)")
     tr.add_argument("--batch-size", type=int, default=64, metavar="B", help="sentences decoded together (default: 64)")
@@ -128,10 +131,12 @@ def build_parser() -> argparse.ArgumentParser:
     tr.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: auto")
     c = sub.add_parser("classify", help="label texts (arguments, or lines of standard input) with an imdb checkpoint")
     c.add_argument("texts", nargs="*", help="texts to classify (none: read standard input, one per line)")
-    c.add_argument("--checkpoint", required=True, metavar="DIR", help="an imdb checkpoint, or its run folder")
+    c.add_argument("--checkpoint", default=PREFIX + PRETRAINED_FOR["classify"], metavar="DIR",
+                   help=f"an imdb checkpoint or run folder, or pretrained:NAME (default: the shipped {PREFIX + PRETRAINED_FOR['classify']})")
     c.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: auto")
     gn = sub.add_parser("generate", help="continue a prompt with a character language model")
-    gn.add_argument("--checkpoint", required=True, metavar="DIR", help="a shakespeare, enwik8 or text checkpoint")
+    gn.add_argument("--checkpoint", default=PREFIX + PRETRAINED_FOR["generate"], metavar="DIR",
+                   help=f"a shakespeare, enwik8 or text checkpoint, or pretrained:NAME (default: the shipped {PREFIX + PRETRAINED_FOR['generate']})")
     gn.add_argument("--prompt", default="", help="the text to continue (default: a new line, or the vocabulary's first character)")
     gn.add_argument("--max-new-tokens", type=int, default=500, metavar="N", help="characters to add (default: 500)")
     gn.add_argument("--temperature", type=float, default=0.8, metavar="T", help="sampling temperature (default: 0.8)")

@@ -34,13 +34,11 @@ from .checkpoint import (CheckpointError, load_model, load_config, save_model,
     save_training_state, load_training_state, save_checkpoint_unit, checkpoint_units, resolve_checkpoint, atomic_write)
 from .tasks import TASKS, make_task, task_from_checkpoint
 from .data import DataError
+from .pretrained import pretrained_dir, resolve_model
 from . import translation, classification, language_model   # register their tasks  # noqa: F401
 
 # %% auto #0
-__all__ = ['TASK_SETTINGS', 'RESUMED', 'RUN_DEFAULTS', 'PARAM_DIGEST_ENV', 'RUN_FILES', 'TrainConfig', 'UsageError',
-           'Interrupted', 'load_config_file', 'check_config', 'resolve_device', 'bf16_supported', 'check_precision',
-           'stream_seed', 'param_digest', 'init_distributed', 'agree', 'StopSignals', 'prepare_out', 'train',
-           'load_trained', 'evaluate', 'predict']
+__all__ = ['TASK_SETTINGS', 'RESUMED', 'RUN_DEFAULTS', 'PARAM_DIGEST_ENV', 'RUN_FILES', 'TrainConfig', 'UsageError', 'Interrupted', 'load_config_file', 'check_config', 'resolve_device', 'bf16_supported', 'check_precision', 'stream_seed', 'param_digest', 'init_distributed', 'agree', 'StopSignals', 'prepare_out', 'train', 'load_trained', 'evaluate', 'predict', 'load_pretrained']
 
 # %% ../nbs/92_run.ipynb #b46c5bb5
 @dataclass
@@ -406,8 +404,10 @@ def _train(cfg: TrainConfig, task, device: torch.device, out: Path, rank: int, w
 
 # %% ../nbs/92_run.ipynb #a12b4a86
 def load_trained(checkpoint: str | os.PathLike, device=None, task: str | None = None):
-    """A trained model (eval mode) and its task, from a checkpoint or run folder: the task is read from the
-    checkpoint (`task`, if given, is checked against it), with its side files (the tokenizer)."""
+    """A trained model (eval mode) and its task, from a checkpoint or run folder, or `pretrained:NAME` (a shipped
+    model, chapter "Trained models"): the task is read from the checkpoint (`task`, if given, is checked against it),
+    with its side files (the tokenizer)."""
+    checkpoint = resolve_model(checkpoint)
     try: t = task_from_checkpoint(checkpoint, expected=task)
     except ValueError as e: raise UsageError(str(e)) from None
     model = load_model(checkpoint, device)
@@ -444,3 +444,15 @@ def predict(checkpoint: str | os.PathLike, inputs: list[str], device: str = "aut
     except ValueError as e:   # an input the model cannot read (a character outside its vocabulary): the user's to fix
         if isinstance(e, DataError): raise
         raise UsageError(str(e)) from None
+
+# %% ../nbs/98_pretrained.ipynb #04659613
+def load_pretrained(name: str, device=None, missing_ok: bool = False):
+    """The shipped model `name` (see `PRETRAINED`), in eval mode on `device` (default: CPU), and its task (tokenizer,
+    labels, `predict`): `model, task = load_pretrained("imdb")`. From the checkout, the cache, or downloaded.
+    `missing_ok`: when it cannot be downloaded (offline), print why and return `(None, None)` instead of raising
+    (what a chapter does, so that it still runs; a corrupt file is always an error)."""
+    try: return load_trained(pretrained_dir(name), device)
+    except ConnectionError as e:
+        if not missing_ok: raise
+        print(f"(the shipped model {name!r} is not available here: {e})")
+        return None, None
