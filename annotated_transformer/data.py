@@ -258,9 +258,11 @@ RESULT_FILES = {
     "shakespeare_run-amd-epyc-2cores.json":
         "7f56f2640b66efc20985c3bd0dd074ccde2a76940e2af6b261d1aab4725c3015",
     "pretrained-imdb-amd-epyc-2cores.json":
-        "b7c5924dea70265fb207495a3cda19b3e6bec0d5249b96dee86fcc44439a90a3",
+        "fb10b7e869019296e51a0eb88d70571d1ef9b2cfafe9a0c94a9a9afe3f95df7b",
     "pretrained-shakespeare-amd-epyc-2cores.json":
         "8047686af6d634a309088355aa2089637f2b6f469591fd94f4445a83ef95c294",
+    "imdb_average-amd-epyc-2cores.json":
+        "362a394dcd850b3e18f0e4efb58fefe22ee9fd98e68de7122a2d87478f0e8503",
 }
 REPOSITORY = "https://github.com/annotated-transformer/annotated-transformer"   # fallback for `repository_url`
 _offline = False   # set after a failed download: a notebook opened offline tries once, not once per file
@@ -501,7 +503,7 @@ def translation_loader(examples: Sequence[tuple[Sequence[int], Sequence[int]]], 
                                  num_replicas=num_replicas, rank=rank, bucket_size=bucket_size)
     return DataLoader(examples, batch_sampler=sampler, collate_fn=collate, num_workers=num_workers)
 
-# %% ../nbs/10_classification.ipynb #449890d6
+# %% ../nbs/10_classification.ipynb #7bf5da2c
 IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
 IMDB_SHA256 = "c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe"   # the official archive, 84 MB
 IMDB_LABELS = ("neg", "pos")                                                      # label ids 0 and 1
@@ -573,7 +575,7 @@ def load_imdb(split: str = "train", data_dir: str | os.PathLike | None = None,
                                                       f"(the validation set is carved from train by the task).")
     return _read_imdb(_imdb_source(data_dir, download))[split]
 
-# %% ../nbs/11_language_model.ipynb #96f0556b
+# %% ../nbs/11_language_model.ipynb #dc93b65c
 TINYSHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
 TINYSHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"   # the content is pinned
 ENWIK8_URL = "http://mattmahoney.net/dc/enwik8.zip"

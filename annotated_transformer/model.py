@@ -162,7 +162,7 @@ def model_from_config(config: dict) -> nn.Module:
         return make_language_model(cfg.pop("src_vocab"), **cfg)
     raise ValueError(f"unknown model kind {kind!r}; this version builds encoder_decoder, classifier and language_model.")
 
-# %% ../nbs/10_classification.ipynb #fba405cb
+# %% ../nbs/10_classification.ipynb #eb45c499
 class Classifier(nn.Module):
     """Encoder-only model (chapter 10): embed, encode with no causal mask, pool the sequence into one vector, and map
     it to log-probabilities over `n_classes`: `(batch, seq)` ids, `(batch, 1, seq)` mask -> `(batch, n_classes)`.
@@ -204,7 +204,7 @@ def make_classifier(vocab: int, n_classes: int = 2, N: int = 2, d_model: int = 1
     model.config = config
     return model
 
-# %% ../nbs/11_language_model.ipynb #65ee6a3f
+# %% ../nbs/11_language_model.ipynb #e43aab89
 class LanguageModel(nn.Module):
     """Decoder-only model (chapter 11): `EncoderLayer`s under the causal mask, so position i sees positions <= i:
     `(batch, t)` ids -> `(batch, t, d_model)`; `self.generator` turns that into next-token log-probabilities.

@@ -101,6 +101,62 @@ def run(threads: int, repeats: int, device: str = "cpu") -> dict:
                 load_after=[round(x, 2) for x in os.getloadavg()], results=results)
 
 
+PEER = dict(batch=32, src_len=32, new_tokens=64, beam=4)   # the sizes of the side-by-side comparison (issue 15)
+
+
+def marian_peer(device: str = "cpu"):
+    """Hugging Face's `MarianMTModel` at the sizes of `MODEL` (random weights, no download): what a reader would
+    otherwise use to translate. Needs the `bench` extra (`pip install -e ".[bench]"`)."""
+    from transformers import MarianConfig, MarianMTModel
+    cfg = MarianConfig(vocab_size=VOCAB, d_model=MODEL["d_model"], encoder_layers=MODEL["N"], decoder_layers=MODEL["N"],
+                       encoder_attention_heads=MODEL["h"], decoder_attention_heads=MODEL["h"],
+                       encoder_ffn_dim=MODEL["d_ff"], decoder_ffn_dim=MODEL["d_ff"], max_position_embeddings=512,
+                       pad_token_id=0, eos_token_id=2, decoder_start_token_id=START, forced_eos_token_id=None)
+    torch.manual_seed(0)
+    return MarianMTModel(cfg).to(device).eval()
+
+
+def versus_peer(threads: int, repeats: int, device: str = "cpu") -> dict:
+    """Ours against `MarianMTModel.generate`, same sizes, greedy and beam search, each forced to exactly
+    `PEER["new_tokens"]` new tokens (ours: no end symbol; the peer: `min_new_tokens`), runs interleaved
+    (ours, peer, ours, ...) so that a change of load hits both; medians."""
+    import transformers
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    ours = make_model(VOCAB, VOCAB, **MODEL).to(device).eval()
+    peer = marian_peer(device)
+    b, n, k = PEER["batch"], PEER["new_tokens"], PEER["beam"]
+    src = torch.randint(3, VOCAB, (b, PEER["src_len"]), generator=torch.Generator().manual_seed(0)).to(device)
+    src_mask = torch.ones(b, 1, src.size(1), dtype=torch.bool, device=device)
+    attn = torch.ones_like(src)
+    fns = {
+        "ours_greedy": lambda: greedy_decode(ours, src, src_mask, n + 1, START),
+        "peer_greedy": lambda: peer.generate(input_ids=src, attention_mask=attn, max_new_tokens=n, min_new_tokens=n,
+                                             num_beams=1, do_sample=False),
+        "ours_beam": lambda: beam_search(ours, src, src_mask, n + 1, START, beam_size=k)[0],
+        "peer_beam": lambda: peer.generate(input_ids=src, attention_mask=attn, max_new_tokens=n, min_new_tokens=n,
+                                           num_beams=k, do_sample=False, early_stopping=False),
+    }
+    load_before = os.getloadavg()
+    times = {name: [] for name in fns}
+    with torch.inference_mode():
+        for name, fn in fns.items():                                       # warm-up, and the shapes
+            assert fn().shape == (b, n + 1), name
+        for _ in range(repeats):
+            for name, fn in fns.items():
+                sync(device); t0 = time.perf_counter(); fn(); sync(device); times[name].append(time.perf_counter() - t0)
+    med = {name: statistics.median(t) for name, t in times.items()}
+    tok_s = {name: b * n / t for name, t in med.items()}
+    r = dict(threads=threads, batch=b, src_len=PEER["src_len"], new_tokens=n, beam=k, seconds=med, tok_s=tok_s,
+             greedy_ratio=tok_s["ours_greedy"] / tok_s["peer_greedy"], beam_ratio=tok_s["ours_beam"] / tok_s["peer_beam"],
+             transformers=transformers.__version__, load_before=[round(x, 2) for x in load_before],
+             load_after=[round(x, 2) for x in os.getloadavg()])
+    print(f"threads {threads}: greedy ours {tok_s['ours_greedy']:,.0f} tok/s, MarianMT {tok_s['peer_greedy']:,.0f} "
+          f"({r['greedy_ratio']:.2f}x); beam {k} ours {tok_s['ours_beam']:,.0f}, MarianMT {tok_s['peer_beam']:,.0f} "
+          f"({r['beam_ratio']:.2f}x)", flush=True)
+    return r
+
+
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--threads", default=str(torch.get_num_threads()),
@@ -108,12 +164,35 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--repeats", type=int, default=3, help="timed runs per measurement; the median is kept")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where to decode (default: cpu)")
     p.add_argument("--out", default=None, help="JSON file (default: bench/results/decode-<machine>.json)")
+    p.add_argument("--peer", action="store_true", help="only ours against Hugging Face's MarianMTModel.generate, "
+                   "written to decode_vs_marian-<machine>.json (needs the bench extra)")
     args = p.parse_args(argv)
     threads = [int(t) for t in args.threads.split(",")]
     if min(threads) < 1 or args.repeats < 1: p.error("--threads and --repeats must be positive")
     if args.device == "cuda" and not torch.cuda.is_available(): p.error("--device cuda, but no GPU is available")
-    runs = [run(t, args.repeats, args.device) for t in threads]
     gpu = torch.cuda.get_device_name(0) if args.device == "cuda" else None
+    name = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-") if gpu else machine_name()
+    if args.peer:
+        runs = [versus_peer(t, args.repeats, args.device) for t in threads]
+        report = dict(machine=dict(cpu=cpu_model(), cores=os.cpu_count(), gpu=gpu, torch=torch.__version__,
+                                   python=platform.python_version(), platform=platform.platform(),
+                                   omp_wait_policy=os.environ.get("OMP_WAIT_POLICY", ""),
+                                   date=time.strftime("%Y-%m-%d %H:%M:%S %z"), caveat=CAVEAT),
+                      config=dict(model=dict(src_vocab=VOCAB, tgt_vocab=VOCAB, **MODEL), **PEER, repeats=args.repeats,
+                                  device=args.device, mode="eval, random weights, interleaved runs, medians",
+                                  tok_s="batch x new tokens / median seconds"),
+                      runs=runs)
+        out = Path(args.out or Path(__file__).parent / "results" / f"decode_vs_marian-{name}.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=1) + "\n")
+        print(f"\n{'threads':>7} {'greedy ours':>12} {'MarianMT':>9} {'ratio':>6} {'beam ours':>10} {'MarianMT':>9} {'ratio':>6}")
+        for r in runs:
+            t = r["tok_s"]
+            print(f"{r['threads']:>7} {t['ours_greedy']:>12,.0f} {t['peer_greedy']:>9,.0f} {r['greedy_ratio']:>5.2f}x "
+                  f"{t['ours_beam']:>10,.0f} {t['peer_beam']:>9,.0f} {r['beam_ratio']:>5.2f}x")
+        print(f"wrote {out}")
+        return report
+    runs = [run(t, args.repeats, args.device) for t in threads]
     report = dict(
         machine=dict(cpu=cpu_model(), cores=os.cpu_count(), gpu=gpu, torch=torch.__version__, python=platform.python_version(),
                      platform=platform.platform(), omp_wait_policy=os.environ.get("OMP_WAIT_POLICY", ""),
@@ -123,7 +202,6 @@ def main(argv: list[str] | None = None) -> dict:
                     end_symbol=None, repeats=args.repeats, device=args.device,
                     tok_s="batch x output tokens / median seconds"),
         runs=runs)
-    name = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-") if gpu else machine_name()
     out = Path(args.out or Path(__file__).parent / "results" / f"decode-{name}.json")
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(report, indent=1) + "\n")

@@ -1,12 +1,17 @@
 """Ship a trained model: write `pretrained/<name>/` (fp16 weights, config, tokenizer, model card), measure its metric on
 the shipped files loaded as a reader loads them, and pin the files' sha256 in `nbs/98_pretrained.ipynb`:
 
-    python bench/ship_pretrained.py imdb --run runs/part3-imdb --step 1000 --data-dir ../shared/data/imdb
+    # imdb: the window of checkpoints with the best validation accuracy (bench/imdb_average.py), averaged, shipped
+    annotated-transformer average --out runs/part3-imdb-avg runs/part3-imdb/step-{500,1000,1500,2000}
+    python bench/ship_pretrained.py imdb --run runs/part3-imdb --checkpoint runs/part3-imdb-avg --data-dir ../shared/data/imdb
     python bench/ship_pretrained.py shakespeare --run runs/part3-shakespeare --data-dir ../shared/data/tinyshakespeare
     python bench/ship_pretrained.py multi30k-small --run runs/m30k --checkpoint runs/m30k-avg --data-dir ../shared/data/multi30k
 
 `--run` is the run folder that `train` wrote (its metrics.jsonl gives the training time of the shipped step);
 `--checkpoint` (default: the run's `step-<--step>`, else its newest) is what is shipped, e.g. an average of snapshots.
+The card's recipe comes from the checkpoint's `config.json` (`train`) and `task.json`, and its hardware from the machine
+that runs this script: run it on the machine that trained the model. When the weights file is the same as in the
+previous result file (same sha256), its metrics are reused instead of reading the test set again.
 Writes `bench/results/pretrained-<name>-<machine>.json`. Then run `nbdev-export` (the pins live in the package)."""
 from __future__ import annotations
 
@@ -86,6 +91,10 @@ def card(name: str, cfg: dict, task: dict, metric_text: str, minutes: float | No
     recipe = {k: v for k, v in train.items() if v is not None and k not in ("out", "data_dir", "resume", "overwrite",
                                                                             "progress", "force", "device")}
     hw = f"{m['cpu']}, {m['cores']} cores, CPU only" if not m.get("gpu") else m["gpu"]
+    averaging = ""
+    if cfg.get("averaged"):
+        averaging = (f"- Averaged with `annotated-transformer average --out AVG RUN/step-{{{','.join(map(str, cfg['averaged']))}}}` "
+                     f"(the window chosen on validation{' by `bench/imdb_average.py`' if name == 'imdb' else ''}).\n")
     return f"""# `{name}`: {what}
 
 Load it in one line: `model, task = annotated_transformer.load_pretrained("{name}")`, or from the command line
@@ -99,13 +108,13 @@ Load it in one line: `model, task = annotated_transformer.load_pretrained("{name
 - Task settings: `{json.dumps({k: v for k, v in task.items() if k != 'data_dir'})}`.
 - Trained with the library's own `train` (`annotated-transformer train --task {cfg.get('task')}`): `{json.dumps(recipe)}`;
   {shipped_weights(cfg)}.
-- Shipped in fp16 ({mb:.1f} MB in this folder); loaded in fp32.
+{averaging}- Shipped in fp16 ({mb:.1f} MB in this folder); loaded in fp32.
 
 ## Measured on these files
 {metric_text}.
 
 ## Hardware and time
-{hw}{f'; {minutes:.1f} minutes of training to the shipped step' if minutes is not None else ''}.
+{hw}{f'; {minutes:.1f} minutes of training to the newest step it uses' if minutes is not None else ''}.
 
 Licence of the weights: MIT, as the repository. Built by `bench/ship_pretrained.py`; the figures come from
 `bench/results/pretrained-{name}-*.json`.
@@ -146,11 +155,17 @@ def main() -> None:
         folder = Path(tmp) / a.name
         ship(src, folder, "")
         t0 = time.perf_counter()
-        metrics, text = measure(a.name, folder, a.data_dir)
+        m = machine()
+        previous = RESULTS / f"pretrained-{a.name}-{slug(m, 'cpu')}.json"
+        old = json.loads(previous.read_text()) if previous.is_file() else {}
+        if old.get("files", {}).get("model.safetensors") == sha256_file(folder / "model.safetensors"):
+            metrics, text = old["metrics"], old["metric_text"]          # the same weights: the same metrics
+            print(f"weights unchanged: metrics reused from {previous.name}")
+        else:
+            metrics, text = measure(a.name, folder, a.data_dir)
         seconds_measuring = time.perf_counter() - t0
         model, _ = load_trained(folder, "cpu")
         params = count_parameters(model)
-        m = machine()
         train_machine = json.loads((run / "machine.json").read_text()) if (run / "machine.json").is_file() else m
         seconds = training_seconds(run, cfg["step"])
         mb = sum(f.stat().st_size for f in folder.iterdir()) / 1e6
@@ -167,7 +182,7 @@ def main() -> None:
               "weights": shipped_weights(cfg),
               "metrics": metrics, "metric_text": text, "parameters": params, "megabytes": round(mb, 2),
               "training_seconds": seconds,
-              "training": f"{seconds / 60:.0f} min on {hw}" if seconds else hw,
+              "training": f"{seconds / 60:.1f} min on {hw}" if seconds else hw,
               "measure_seconds": round(seconds_measuring, 1), "files": files, "dtype": "float16",
               "torch": torch.__version__}
     out = RESULTS / f"pretrained-{a.name}-{slug(m, 'cpu')}.json"
