@@ -445,7 +445,7 @@ def predict(checkpoint: str | os.PathLike, inputs: list[str], device: str = "aut
         if isinstance(e, DataError): raise
         raise UsageError(str(e)) from None
 
-# %% ../nbs/98_pretrained.ipynb #9c084ece
+# %% ../nbs/98_pretrained.ipynb #17a66e5f
 def load_pretrained(name: str, device=None, missing_ok: bool = False):
     """The shipped model `name` (see `PRETRAINED`), in eval mode on `device` (default: CPU), and its task (tokenizer,
     labels, `predict`): `model, task = load_pretrained("imdb")`. From the checkout, the cache, or downloaded.

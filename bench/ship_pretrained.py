@@ -12,7 +12,8 @@ the shipped files loaded as a reader loads them, and pin the files' sha256 in `n
 The card's recipe comes from the checkpoint's `config.json` (`train`) and `task.json`, and its hardware from the machine
 that runs this script: run it on the machine that trained the model. When the weights file is the same as in the
 previous result file (same sha256), its metrics are reused instead of reading the test set again.
-Writes `bench/results/pretrained-<name>-<machine>.json`. Then run `nbdev-export` (the pins live in the package)."""
+Writes `bench/results/pretrained-<name>-<machine>.json`. Then run `nbdev-export` (the pins live in the package), commit,
+and set `PRETRAINED_REF` in the notebook to that commit (the chapter's test checks that its files match the pins)."""
 from __future__ import annotations
 
 import argparse
