@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn, Tensor
 
 # %% auto #0
-__all__ = ['subsequent_mask', 'check_mask', 'attention', 'MultiHeadedAttention']
+__all__ = ['FEW_QUERIES', 'subsequent_mask', 'check_mask', 'attention', 'append_kv', 'MultiHeadedAttention']
 
 # %% ../nbs/03_attention.ipynb #cd75249b
 def subsequent_mask(size: int, device=None) -> Tensor:
@@ -60,6 +60,29 @@ def attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = N
         weights = dropout(weights)
     return weights @ value, weights                                   # (..., t_q, d_v), (..., t_q, t_k)
 
+# %% ../nbs/03_attention.ipynb #3c05f4d7
+#: at most this many queries per row (a decoding step), on the CPU and in eval mode, `MultiHeadedAttention` computes
+#: the explicit formula instead of calling the fused kernel, which is slower there for so few queries (chapter 7)
+FEW_QUERIES = 8
+
+def append_kv(cache: dict, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+    """Append one step's keys and values `(b, h, t, d_k)` to a static cache: write them in place into the buffer
+    `cache["kv"]` `(2, b, h, capacity, d_k)` after the `n` positions it holds, and return views `(b, h, n + t, d_k)`
+    of the keys and values so far. No past position is copied, except when the buffer is full: it is then replaced by
+    one twice as large (the first one has `cache.get("capacity", 0)` positions, or just enough), so that growing costs
+    O(total length) copies overall. Positions past `n` are scratch until `cache["k"]`/`cache["v"]` are set to the
+    returned views, so a step that fails before that leaves the cache as it was."""
+    n = cache["k"].size(2) if "k" in cache else 0
+    buf, t = cache.get("kv"), k.size(2)
+    if buf is None or n + t > buf.size(3):
+        cap = max(n + t, cache.get("capacity", 0), 2 * (0 if buf is None else buf.size(3)))
+        new = k.new_empty(2, k.size(0), k.size(1), cap, k.size(3))
+        if n: new[:, :, :, :n] = buf[:, :, :, :n]
+        buf = cache["kv"] = new
+    buf[0, :, :, n:n + t] = k
+    buf[1, :, :, n:n + t] = v
+    return buf[0, :, :, :n + t], buf[1, :, :, :n + t]
+
 # %% ../nbs/03_attention.ipynb #3006985d
 class MultiHeadedAttention(nn.Module):
     """`h` heads of scaled dot-product attention on batch-first `(batch, seq, d_model)` tensors.
@@ -91,18 +114,32 @@ class MultiHeadedAttention(nn.Module):
         `mask` is bool, True = attend, `(b, 1 or t_q, t_k)`. `is_causal=True` instead of a mask: query i attends to
         the keys up to its own position (counting the cached ones), without building the mask, so the fused kernel
         may pick its fastest path. `cache` (a dict, for incremental decoding) keeps this layer's keys and values
-        `(b, h, t, d_k)`: new ones are appended at each step, or, with `static_kv`, they are computed from
-        `key`/`value` at the first call and reused afterwards."""
+        `(b, h, t, d_k)` in `cache["k"]`, `cache["v"]`: new ones are appended at each step (written in place into a
+        preallocated buffer when the dict has `"static": True`, see `append_kv`), or, with `static_kv`, they are
+        computed from `key`/`value` at the first call and reused afterwards. With `static_kv`, `key`/`value` may have
+        `b / g` rows for a query batch of `b`: each memory row then serves `g` consecutive query rows (the beams of
+        one source in beam search), whose queries are attended together as `g * t_q` positions of that row."""
         if is_causal and mask is not None: raise ValueError("pass a mask or is_causal=True, not both.")
         b, t_q, _ = query.shape
-        q = self._heads(self.w_q(query))                                 # (b, h, t_q, d_k)
-        if cache is not None and static_kv and "k" in cache:
-            k, v = cache["k"], cache["v"]                                # memory's keys/values, computed at step 0
+        reuse = cache is not None and static_kv and "k" in cache         # memory's keys/values, computed at step 0
+        b_k = cache["k"].size(0) if reuse else key.size(0)
+        g = 1                                                            # query rows per key row
+        if static_kv and b_k != b:
+            if b_k == 0 or b % b_k:
+                raise ValueError(f"{b} query rows cannot share {b_k} memory rows; with static_kv the query batch "
+                                 f"must be the memory's batch or a multiple of it (g beams per source).")
+            g = b // b_k
+        q = self._heads(self.w_q(query).reshape(b // g, g * t_q, self.d_model))   # (b/g, h, g*t_q, d_k)
+        if reuse:
+            k, v = cache["k"], cache["v"]
         else:
-            k, v = self._heads(self.w_k(key)), self._heads(self.w_v(value))  # (b, h, t_k, d_k)
-            if cache is not None and not static_kv and "k" in cache:     # append this step to the past ones
-                k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
-        check_mask(mask, b, t_q, k.size(2), q.device)
+            k, v = self._heads(self.w_k(key)), self._heads(self.w_v(value))  # (b_k, h, t_k, d_k)
+            if cache is not None and static_kv:   # kept for every step: store them contiguous, heads apart
+                k, v = k.contiguous(), v.contiguous()
+        if cache is not None and not static_kv:                          # append this step to the past ones
+            if cache.get("static"): k, v = append_kv(cache, k, v)        # views of the buffer, no copy of the past
+            elif "k" in cache: k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
+        check_mask(mask, b // g, g * t_q, k.size(2), q.device)
         if cache is not None:                                            # only after the mask was accepted
             cache["k"], cache["v"] = k, v
         m = None if mask is None else mask.unsqueeze(1)                  # (b, 1, t_q|1, t_k): same mask for every head
@@ -115,8 +152,10 @@ class MultiHeadedAttention(nn.Module):
         if self.keep_weights:
             x, weights = attention(q, k, v, m, self.dropout if self.training else None)
             self.attn = weights.detach()                                 # for looking at: no graph kept alive
+        elif q.size(2) <= FEW_QUERIES and not self.training and q.device.type == "cpu" and not is_causal:
+            x = attention(q, k, v, m)[0]      # a decoding step on the CPU: two small matrix products beat the kernel
         else:
             p = self.dropout.p if self.training else 0.0
             x = F.scaled_dot_product_attention(q, k, v, attn_mask=m, dropout_p=p, is_causal=is_causal)
-        x = x.transpose(1, 2).reshape(b, t_q, self.d_model)             # (b, h, t_q, d_k) -> (b, t_q, d_model)
+        x = x.transpose(1, 2).reshape(b, t_q, self.d_model)             # (b/g, h, g*t_q, d_k) -> (b, t_q, d_model)
         return self.w_o(x)

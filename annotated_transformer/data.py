@@ -263,6 +263,14 @@ RESULT_FILES = {
         "8047686af6d634a309088355aa2089637f2b6f469591fd94f4445a83ef95c294",
     "imdb_average-amd-epyc-2cores.json":
         "362a394dcd850b3e18f0e4efb58fefe22ee9fd98e68de7122a2d87478f0e8503",
+    "decode_vs_marian-before-amd-epyc-2cores.json":
+        "cf0ff1539888a54548f7e1e323bdc48cba7a90f5595726b84370c80647939617",
+    "decode_vs_marian-amd-epyc-2cores.json":
+        "345d8da1a45f3e230afeb35972c359b67000f6a9ea17383cc40d1eb7e3ed3939",
+    "decode_steps-amd-epyc-2cores.json":
+        "21239685cdfea55080a2236842835b93e6108604f701e976062544010f64a857",
+    "decode_finished-amd-epyc-2cores.json":
+        "59275e66851cc605bb10dac1141c3b7b7ea716f24173db25ff42aaab84dab379",
 }
 REPOSITORY = "https://github.com/annotated-transformer/annotated-transformer"   # fallback for `repository_url`
 _offline = False   # set after a failed download: a notebook opened offline tries once, not once per file

@@ -27,13 +27,6 @@ def gnmt_length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
     return ((5.0 + length) / 6.0) ** alpha
 
 # %% ../nbs/07_decoding.ipynb #bddaa695
-def _map_cache(cache: list[dict], fn: Callable[[Tensor], Tensor], parts: tuple[str, ...] = ("self", "src")) -> None:
-    "Replace every key/value tensor `(rows, h, t, d_k)` in the named parts of a decoder cache by `fn(tensor)`."
-    for layer in cache:
-        for part in parts:
-            kv = layer.get(part, {})
-            for name in list(kv): kv[name] = fn(kv[name])
-
 def _stable_slots(parent: Tensor) -> Tensor:
     """Rows for the survivors of a beam step. `parent` `(B, K)`: the beam each survivor extends, best survivor first.
     Returns `slot` `(B, K)`, a permutation per source: a parent's best child stays in the parent's row, its other
@@ -55,14 +48,16 @@ def _reorder_rows(cache: list[dict], src_rows: Tensor) -> int:
         from_rows = src_rows[moved]
         for layer in cache:
             kv = layer["self"]
-            for name in kv: kv[name].index_copy_(0, moved, kv[name].index_select(0, from_rows))   # gather, then write
+            # keys and values (rows, h, t, d_k); in a static cache, views of the positions written in its buffer
+            for name in ("k", "v"): kv[name].index_copy_(0, moved, kv[name].index_select(0, from_rows))   # gather, write
     return moved.numel()
 
 # %% ../nbs/07_decoding.ipynb #ed60d7a7
 @torch.no_grad()
 def beam_search(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len: int, start_symbol: int,
                 end_symbol: int | None = None, beam_size: int = 4, length_penalty: float = 0.6, *,
-                pad_symbol: int | None = None, trace: list[dict] | None = None) -> tuple[Tensor, Tensor]:
+                pad_symbol: int | None = None, trace: list[dict] | None = None,
+                static_cache: bool = True) -> tuple[Tensor, Tensor]:
     """Beam search for a batch of sources `(batch, src_len)`, all sources and beams decoded together with the
     key/value cache. Hypotheses are ranked by summed log-probability / `gnmt_length_penalty(|Y|, length_penalty)`;
     one that ends with `end_symbol` while ranked among the best `beam_size` candidates is set aside as finished, and a
@@ -70,17 +65,16 @@ def beam_search(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max
     Returns `(tokens, scores)`: the best hypothesis per source, `(batch, length)` ids that begin with `start_symbol`,
     `length <= max_len`, filled with `pad_symbol` (default: `end_symbol`) after the end symbol; and its score
     `(batch,)`. `beam_size=1` gives `greedy_decode`'s tokens. If `trace` is a list, a dict describing the beams is
-    appended to it after every step. Put the model in eval mode first."""
+    appended to it after every step. `static_cache`: see `EncoderDecoder.new_cache`. Put the model in eval mode first."""
     if beam_size < 1: raise ValueError(f"beam_size must be >= 1 (1 is greedy decoding), got {beam_size}.")
     if max_len < 1: raise ValueError(f"max_len must be >= 1 (it counts the start symbol), got {max_len}.")
     B, K, dev = src.size(0), beam_size, src.device
     fill = end_symbol if pad_symbol is None else pad_symbol
     fill = 0 if fill is None else fill                 # without an end symbol, every output has max_len tokens
     ninf = float("-inf")
-    memory = model.encode(src, src_mask)                                       # (B, S, d_model)
-    if src_mask is not None: src_mask = src_mask.expand(B, -1, -1)            # (B, 1, S)
-    beam_mask = None if src_mask is None else src_mask.repeat_interleave(K, dim=0)   # (B*K, 1, S)
-    cache = model.new_cache()
+    memory = model.encode(src, src_mask)                                       # (B, S, d_model), once per source
+    if src_mask is not None and bool(src_mask.all()): src_mask = None         # nothing to mask: the kernels' fast path
+    cache = model.new_cache(max_len, static_cache)
     seqs = torch.full((B, K, 1), start_symbol, dtype=torch.long, device=dev)  # alive hypotheses, (B, K, t)
     logp = torch.full((B, K), ninf, device=dev)                                # their summed log-probabilities
     logp[:, 0] = 0.0                                                           # one hypothesis per source at first
@@ -92,13 +86,9 @@ def beam_search(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max
     b_idx = torch.arange(B, device=dev)[:, None]                               # (B, 1)
     with id_checks_off(model):   # the source was checked by encode; the loop feeds back ids it chose itself
         for t in range(1, max_len):                        # after this step, hypotheses hold t generated tokens
-            if t == 1:   # B rows, then the cache and the memory are copied to the K beams of each source
-                out = model.decode(memory, src_mask, seqs[:, 0], None, cache)     # (B, 1, d_model)
-                _map_cache(cache, lambda x: x.repeat_interleave(K, dim=0))         # (B*K, h, ., d_k)
-                memory = memory.repeat_interleave(K, dim=0)                        # (B*K, S, d_model)
-            else:
-                out = model.decode(memory, beam_mask, seqs[:, :, -1].reshape(B * K, 1), None, cache)   # (B*K, 1, d_model)
-            step_logp = model.generator(out[:, -1]).float()                        # (B or B*K, V)
+            # all B*K beams; cross-attention attends the K beams of a source against its one memory row
+            out = model.decode(memory, src_mask, seqs[:, :, -1].reshape(B * K, 1), None, cache)   # (B*K, 1, d_model)
+            step_logp = model.generator(out[:, -1]).float()                        # (B*K, V)
             V = step_logp.size(-1)
             if end_symbol is not None and not 0 <= end_symbol < V:
                 raise ValueError(f"end_symbol={end_symbol} is outside the model's vocabulary [0, {V}).")

@@ -20,7 +20,7 @@ import torch
 from torch import nn, Tensor
 
 from .embeddings import check_token_ids, id_checks_off
-from .model import LanguageModel, make_language_model, cached_length
+from .model import LanguageModel, make_language_model, cached_length, empty_cache
 from .training import Batch, unwrap_model
 from .decoding import pick_next, check_sampling
 from .checkpoint import resolve_checkpoint, atomic_write
@@ -119,14 +119,14 @@ def generate(model: LanguageModel, prompt: Tensor, max_new_tokens: int, temperat
     context = model.config["context"]
     was_training = model.training
     model.eval()
-    ys, cache = prompt, model.new_cache() if use_cache else None
+    ys, cache = prompt, model.new_cache(context) if use_cache else None
     new = prompt[:, -context:]                                             # what the next step feeds
     try:
         with id_checks_off(model):
             for _ in range(max_new_tokens):
                 if use_cache:
                     if cached_length(cache) + new.size(1) > context:         # the window is full: start again
-                        cache, new = model.new_cache(), ys[:, -max(1, context // 2):]
+                        cache, new = model.new_cache(context), ys[:, -max(1, context // 2):]
                     out = model(new, cache)                                  # (batch, new, d_model)
                 else:
                     out = model(ys[:, -context:])                            # (batch, <= context, d_model)

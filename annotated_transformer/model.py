@@ -18,7 +18,7 @@ from .attention import MultiHeadedAttention
 from .blocks import (PositionwiseFeedForward, EncoderLayer, Encoder, DecoderLayer, Decoder)
 
 # %% auto #0
-__all__ = ['InputEmbedding', 'Generator', 'EncoderDecoder', 'cached_length', 'make_model', 'count_parameters', 'init_weights', 'model_from_config', 'Classifier', 'make_classifier', 'LanguageModel', 'make_language_model']
+__all__ = ['InputEmbedding', 'Generator', 'EncoderDecoder', 'empty_cache', 'select_cache_rows', 'cached_length', 'make_model', 'count_parameters', 'init_weights', 'model_from_config', 'Classifier', 'make_classifier', 'LanguageModel', 'make_language_model']
 
 # %% ../nbs/05_model.ipynb #9abd3a06
 class InputEmbedding(nn.Module):
@@ -73,9 +73,28 @@ class EncoderDecoder(nn.Module):
         start = cached_length(cache)
         return self.decoder(self.tgt_embed(tgt, start), memory, src_mask, tgt_mask, cache, is_causal)
 
-    def new_cache(self) -> list[dict]:
-        "An empty key/value cache for `decode`, one dict per decoder layer."
-        return [{} for _ in self.decoder.layers]
+    def new_cache(self, capacity: int = 0, static: bool = True) -> list[dict]:
+        """An empty key/value cache for `decode`, one dict per decoder layer. `static`: self-attention keys and values
+        are written in place into a buffer preallocated for `capacity` positions (it doubles when full), instead of
+        being concatenated at every step (chapter 7)."""
+        return empty_cache(len(self.decoder.layers), capacity, static)
+
+def empty_cache(n_layers: int, capacity: int = 0, static: bool = True) -> list[dict]:
+    "An empty key/value cache for `n_layers` layers (see `EncoderDecoder.new_cache`)."
+    return [{"self": {"static": True, "capacity": capacity}} if static else {} for _ in range(n_layers)]
+
+def select_cache_rows(cache: list[dict], rows: Tensor) -> None:
+    """Keep only the batch rows `rows` (1-d indices, in their order) of every key/value tensor of a cache, in place:
+    how a decoding loop drops the sequences that have finished."""
+    for layer in cache:
+        for kv in layer.values():
+            if "k" not in kv: continue
+            if "kv" in kv:   # a static buffer: select its rows, then view the same positions again
+                n = kv["k"].size(2)
+                kv["kv"] = kv["kv"].index_select(1, rows)
+                kv["k"], kv["v"] = kv["kv"][0, :, :, :n], kv["kv"][1, :, :, :n]
+            else:
+                kv["k"], kv["v"] = kv["k"].index_select(0, rows), kv["v"].index_select(0, rows)
 
 def cached_length(cache: list[dict] | None) -> int:
     "How many target positions a decoder cache already holds (0 for None or an empty cache)."
@@ -217,9 +236,9 @@ class LanguageModel(nn.Module):
     def forward(self, x: Tensor, cache: list[dict] | None = None) -> Tensor:
         return self.decoder(self.embed(x, cached_length(cache)), None, cache, is_causal=True)
 
-    def new_cache(self) -> list[dict]:
-        "An empty key/value cache, one dict per layer."
-        return [{} for _ in self.decoder.layers]
+    def new_cache(self, capacity: int = 0, static: bool = True) -> list[dict]:
+        "An empty key/value cache, one dict per layer (see `EncoderDecoder.new_cache`)."
+        return empty_cache(len(self.decoder.layers), capacity, static)
 
 def make_language_model(vocab: int, N: int = 4, d_model: int = 128, d_ff: int = 512, h: int = 4,
                         dropout: float = 0.0, *, context: int = 256, norm_first: bool = True,

@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from .attention import subsequent_mask
 from .embeddings import check_token_ids, id_checks_off
-from .model import EncoderDecoder
+from .model import EncoderDecoder, select_cache_rows
 
 # %% auto #0
 __all__ = ['PRECISIONS', 'Batch', 'rate', 'noam_optimizer', 'LabelSmoothing', 'TrainState', 'autocast_context', 'unwrap_model',
@@ -308,32 +308,48 @@ def run_epoch(batches: Iterable[Batch], model: EncoderDecoder, criterion: nn.Mod
 @torch.no_grad()
 def greedy_decode(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len: int, start_symbol: int,
                   end_symbol: int | None = None, *, pad_symbol: int | None = None, use_cache: bool = True,
-                  pick=None) -> Tensor:
+                  pick=None, static_cache: bool = True, drop_finished: bool = True) -> Tensor:
     """Greedy decoding of a batch: `(batch, src_len)` -> `(batch, length)` ids that begin with `start_symbol`,
     `length <= max_len`. A row that has produced `end_symbol` emits `pad_symbol` (default: `end_symbol`) from then on,
     and the loop stops once every row has. `use_cache` feeds one token per step and reuses earlier keys and values;
     `use_cache=False` recomputes the whole prefix each step. `pick` maps the `(batch, vocab)` log-probabilities to the
-    next ids (default: argmax; chapter 7's `sample` draws instead). Put the model in eval mode first."""
+    next ids (default: argmax; chapter 7's `sample` draws instead). Chapter 7's speed-ups: `static_cache` writes the
+    keys and values in place (see `EncoderDecoder.new_cache`), and `drop_finished` removes finished rows from the
+    batch once a quarter of it has finished; neither changes a token. Put the model in eval mode first."""
     if max_len < 1: raise ValueError(f"max_len must be >= 1 (it counts the start symbol), got {max_len}.")
+    B, dev = src.size(0), src.device
     memory = model.encode(src, src_mask)                                       # (batch, src_len, d_model)
-    ys = torch.full((src.size(0), 1), start_symbol, dtype=torch.long, device=src.device)   # (batch, 1)
-    done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)      # rows that produced end_symbol
+    if src_mask is not None and bool(src_mask.all()): src_mask = None         # nothing to mask: the kernels' fast path
     fill = end_symbol if pad_symbol is None else pad_symbol
-    cache = model.new_cache() if use_cache else None
+    ys = torch.full((B, max_len), 0 if fill is None else fill, dtype=torch.long, device=dev)   # the outputs
+    ys[:, 0] = start_symbol
+    rows = torch.arange(B, device=dev)       # the output row of each row still in the batch
+    done = torch.zeros(B, dtype=torch.bool, device=dev)   # rows in the batch that produced end_symbol
+    last = ys[:, :1]                         # (rows, 1): the newest token of each row in the batch
+    cache = model.new_cache(max_len, static_cache) if use_cache else None
+    t = 0
     with id_checks_off(model):   # the source was checked by encode; the loop feeds back ids it chose itself
-        for _ in range(max_len - 1):
+        for t in range(1, max_len):          # step t writes output position t
             if use_cache:   # only the newest token; positions and earlier keys/values come from the cache
-                out = model.decode(memory, src_mask, ys[:, -1:], None, cache)      # (batch, 1, d_model)
+                out = model.decode(memory, src_mask, last, None, cache)                 # (rows, 1, d_model)
             else:           # the whole prefix again, under the causal mask
-                out = model.decode(memory, src_mask, ys, subsequent_mask(ys.size(1), device=src.device))  # (batch, t, d_model)
-            logp = model.generator(out[:, -1])                                    # (batch, vocab)
-            next_word = logp.argmax(dim=-1) if pick is None else pick(logp)        # (batch,)
+                out = model.decode(memory, src_mask, ys[rows, :t], subsequent_mask(t, device=dev))  # (rows, t, d_model)
+            logp = model.generator(out[:, -1])                                    # (rows, vocab)
+            next_word = logp.argmax(dim=-1) if pick is None else pick(logp)        # (rows,)
             if end_symbol is not None:
                 next_word = next_word.masked_fill(done, fill)
                 done = done | (next_word == end_symbol)
-            ys = torch.cat([ys, next_word.unsqueeze(1)], dim=1)                    # (batch, t + 1)
-            if end_symbol is not None and bool(done.all()): break
-    return ys
+            ys[rows, t] = next_word
+            last = next_word.unsqueeze(1)
+            if end_symbol is None: continue
+            n_done = int(done.sum())                                               # the one host sync per step
+            if n_done == done.numel(): break
+            if drop_finished and 4 * n_done >= done.numel():   # a quarter of the batch has finished: drop those rows
+                keep = (~done).nonzero().squeeze(1)
+                rows, done, last, memory = rows[keep], done[keep], last[keep], memory[keep]
+                if src_mask is not None and src_mask.size(0) > 1: src_mask = src_mask[keep]
+                if cache is not None: select_cache_rows(cache, keep)
+    return ys[:, :t + 1]
 
 # %% ../nbs/06_training.ipynb #919724f6
 def copy_task_batches(vocab: int = 11, batch_size: int = 80, n_batches: int | None = None, seq_len: int = 10, *,

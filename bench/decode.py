@@ -10,6 +10,8 @@ beams, and reports generated tokens per second (batch x output tokens / seconds,
     python bench/decode.py --threads 1,2         # one run per thread count, in one JSON file
     OMP_WAIT_POLICY=PASSIVE python bench/decode.py --threads 1,2   # on a machine shared with other processes
     python bench/decode.py --device cuda         # on a GPU (timed after torch.cuda.synchronize)
+    python bench/decode.py --peer --threads 1,2  # side by side with MarianMTModel.generate (the bench extra)
+    python bench/decode.py --ablation --threads 1,2   # chapter 7's optimisations one by one
 
 Prints a table and writes bench/results/decode-<machine>.json (on a GPU: decode-<gpu name>.json) with a
 description of the machine.
@@ -157,6 +159,96 @@ def versus_peer(threads: int, repeats: int, device: str = "cpu") -> dict:
     return r
 
 
+#: chapter 7's optimisations with a switch, switched on one after another (each row keeps the ones above it)
+STEPS = ("torch.cat cache, fused attention kernel", "+ static cache written in place",
+         "+ explicit attention for a decoding step")
+LONG = 256   # a longer output, where copying the whole past at every step (torch.cat) costs more
+
+
+def configure(step: int) -> dict:
+    """Switch the optimisations of `STEPS[:step + 1]` on and the others off; returns the decoding keywords. The
+    switches are the library's own: `static_cache=` and `attention.FEW_QUERIES` (0 sends every call to the fused
+    kernel). The changes without a switch (cross-attention keys stored contiguous, an all-true source mask dropped,
+    the beams of a source sharing its memory row) are on in every row."""
+    from annotated_transformer import attention
+    attention.FEW_QUERIES = 8 if step >= 2 else 0
+    return dict(static_cache=step >= 1)
+
+
+def ablation(threads: int, repeats: int, device: str = "cpu") -> dict:
+    """Ours at the sizes of the side-by-side comparison, with chapter 7's switches turned on one by one, runs
+    interleaved across the steps: greedy and beam search for `PEER["new_tokens"]` tokens, greedy for `LONG` tokens.
+    The tokens must not change. Medians and best (least disturbed) runs."""
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    ours = make_model(VOCAB, VOCAB, **MODEL).to(device).eval()
+    b, n, k = PEER["batch"], PEER["new_tokens"], PEER["beam"]
+    src = torch.randint(3, VOCAB, (b, PEER["src_len"]), generator=torch.Generator().manual_seed(0)).to(device)
+    src_mask = torch.ones(b, 1, src.size(1), dtype=torch.bool, device=device)
+    kinds = {"greedy": n, "beam": n, f"greedy_{LONG}": LONG}
+    def fns(step):
+        kw = configure(step)
+        return {"greedy": lambda: greedy_decode(ours, src, src_mask, n + 1, START, **kw),
+                "beam": lambda: beam_search(ours, src, src_mask, n + 1, START, beam_size=k, **kw)[0],
+                f"greedy_{LONG}": lambda: greedy_decode(ours, src, src_mask, LONG + 1, START, **kw)}
+    load_before = os.getloadavg()
+    times = {(s, kind): [] for s in range(len(STEPS)) for kind in kinds}
+    with torch.inference_mode():
+        ref = {}
+        for s in range(len(STEPS)):                                        # warm-up, and the same tokens
+            for kind, fn in fns(s).items():
+                out = fn()
+                assert torch.equal(out, ref.setdefault(kind, out)), (STEPS[s], kind)
+        for _ in range(repeats):
+            for s in range(len(STEPS)):
+                for kind, fn in fns(s).items():
+                    sync(device); t0 = time.perf_counter(); fn(); sync(device); times[s, kind].append(time.perf_counter() - t0)
+    configure(len(STEPS) - 1)
+    rows = []
+    for s in range(len(STEPS)):
+        r = dict(step=STEPS[s])
+        for kind, tokens in kinds.items():
+            r[f"{kind}_tok_s"] = b * tokens / statistics.median(times[s, kind])
+            r[f"{kind}_best_tok_s"] = b * tokens / min(times[s, kind])
+        rows.append(r)
+        print(f"threads {threads}  {r['step']:<42} " + "  ".join(
+            f"{kind} {r[f'{kind}_tok_s']:>6,.0f} tok/s (best {r[f'{kind}_best_tok_s']:,.0f})" for kind in kinds), flush=True)
+    return dict(threads=threads, rows=rows, tokens=kinds, load_before=[round(x, 2) for x in load_before],
+                load_after=[round(x, 2) for x in os.getloadavg()])
+
+
+def finished_rows(data_dir: str, threads: int, repeats: int, n: int = 1000, batch: int = 100) -> dict:
+    """What dropping finished rows buys on real sentences, where outputs end at different lengths: the shipped
+    translation model (`pretrained:multi30k-small`) translates the first `n` test sentences greedily in batches of
+    `batch`, with `drop_finished` on and off, interleaved; the translations must be the same."""
+    import functools
+    from annotated_transformer import translation
+    from annotated_transformer.run import load_pretrained
+    from annotated_transformer.data import load_multi30k
+    from annotated_transformer.translation import translate
+    torch.set_num_threads(threads)
+    model, task = load_pretrained("multi30k-small")
+    sentences = [de for de, _ in load_multi30k("test2016", data_dir)[:n]]
+    runs = {}
+    for drop in (True, False):
+        runs[drop] = functools.partial(greedy_decode, drop_finished=drop)
+    times, outs = {True: [], False: []}, {}
+    with torch.inference_mode():
+        for _ in range(repeats):
+            for drop, fn in runs.items():
+                translation.greedy_decode = fn
+                t0 = time.perf_counter(); outs[drop] = translate(model, task.tokenizer, sentences, batch_size=batch)
+                times[drop].append(time.perf_counter() - t0)
+    translation.greedy_decode = greedy_decode
+    assert outs[True] == outs[False]
+    r = dict(threads=threads, sentences=len(sentences), batch=batch,
+             **{f"{'drop' if d else 'keep'}_sent_s": len(sentences) / statistics.median(t) for d, t in times.items()})
+    print(f"threads {threads}: {len(sentences)} test sentences, batches of {batch}: finished rows kept "
+          f"{r['keep_sent_s']:.1f} sentences/s, dropped {r['drop_sent_s']:.1f} sentences/s "
+          f"({r['drop_sent_s'] / r['keep_sent_s']:.2f}x)", flush=True)
+    return r
+
+
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--threads", default=str(torch.get_num_threads()),
@@ -164,6 +256,11 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--repeats", type=int, default=3, help="timed runs per measurement; the median is kept")
     p.add_argument("--device", default="cpu", choices=["cpu", "cuda"], help="where to decode (default: cpu)")
     p.add_argument("--out", default=None, help="JSON file (default: bench/results/decode-<machine>.json)")
+    p.add_argument("--ablation", action="store_true", help="only ours, chapter 7's optimisations switched on one "
+                   "by one (greedy and beam at the --peer sizes), written to decode_steps-<machine>.json")
+    p.add_argument("--finished", metavar="DATA_DIR", default=None, help="only dropping finished rows on and off, "
+                   "translating Multi30k test sentences (from DATA_DIR, or downloaded) with the shipped model, "
+                   "written to decode_finished-<machine>.json")
     p.add_argument("--peer", action="store_true", help="only ours against Hugging Face's MarianMTModel.generate, "
                    "written to decode_vs_marian-<machine>.json (needs the bench extra)")
     args = p.parse_args(argv)
@@ -172,6 +269,29 @@ def main(argv: list[str] | None = None) -> dict:
     if args.device == "cuda" and not torch.cuda.is_available(): p.error("--device cuda, but no GPU is available")
     gpu = torch.cuda.get_device_name(0) if args.device == "cuda" else None
     name = re.sub(r"[^a-z0-9]+", "-", gpu.lower()).strip("-") if gpu else machine_name()
+    machine = dict(cpu=cpu_model(), cores=os.cpu_count(), gpu=gpu, torch=torch.__version__,
+                   python=platform.python_version(), platform=platform.platform(),
+                   omp_wait_policy=os.environ.get("OMP_WAIT_POLICY", ""),
+                   date=time.strftime("%Y-%m-%d %H:%M:%S %z"), caveat=CAVEAT)
+    if args.finished:
+        runs = [finished_rows(args.finished, t, args.repeats) for t in threads]
+        out = Path(args.out or Path(__file__).parent / "results" / f"decode_finished-{name}.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        report = dict(machine=machine, config=dict(model="pretrained:multi30k-small", split="test2016", decoding="greedy",
+                                                   repeats=args.repeats, device="cpu"), runs=runs)
+        out.write_text(json.dumps(report, indent=1) + "\n")
+        print(f"wrote {out}")
+        return report
+    if args.ablation:
+        runs = [ablation(t, args.repeats, args.device) for t in threads]
+        report = dict(machine=machine, config=dict(model=dict(src_vocab=VOCAB, tgt_vocab=VOCAB, **MODEL), **PEER,
+                                                   repeats=args.repeats, device=args.device, steps=STEPS,
+                                                   tok_s="batch x new tokens / median seconds"), runs=runs)
+        out = Path(args.out or Path(__file__).parent / "results" / f"decode_steps-{name}.json")
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(report, indent=1) + "\n")
+        print(f"wrote {out}")
+        return report
     if args.peer:
         runs = [versus_peer(t, args.repeats, args.device) for t in threads]
         report = dict(machine=dict(cpu=cpu_model(), cores=os.cpu_count(), gpu=gpu, torch=torch.__version__,
