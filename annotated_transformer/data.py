@@ -248,7 +248,7 @@ RESULT_FILES = {
     "attention_maps-multi30k-small.json":
         "ac909738d88cf15f9b6905b89d22cc4bbab2127d30cadf7d098424ecc34e220e",
     "length_penalty-amd-epyc-2cores.json":
-        "eb9905537ea11195f303e96edf9bb58e37d0c88c66b6e6a66807e0cf0f3de642",
+        "c27b812b95d0b5d285a29f4dde0e83133d45efa7091b5a45f0cc3d3be976978f",
     "imdb_run-amd-epyc-2cores.json":
         "a68adf256173c0b35d1518b6f208d75469120bd6b5ed1bd12957aa4124284617",
     "imdb_run1-random-val-amd-epyc-2cores.json":
@@ -271,6 +271,8 @@ RESULT_FILES = {
         "21239685cdfea55080a2236842835b93e6108604f701e976062544010f64a857",
     "decode_finished-amd-epyc-2cores.json":
         "59275e66851cc605bb10dac1141c3b7b7ea716f24173db25ff42aaab84dab379",
+    "pretrained-multi30k-small-amd-epyc-2cores.json":
+        "8687a6a92a682be1ef85ff97a8a775708908fb5faf975a3a8a7dfad9c67e6d5f",
 }
 REPOSITORY = "https://github.com/annotated-transformer/annotated-transformer"   # fallback for `repository_url`
 _offline = False   # set after a failed download: a notebook opened offline tries once, not once per file

@@ -61,11 +61,11 @@ PRETRAINED: dict[str, dict[str, str]] = {   # name -> {file: sha256}: written by
         "tokenizer.json": "d8fe1c5015ea2889632bb8749b41933f4a20cec25b61d605da13166e3266e50e",
     },
     "multi30k-small": {
-        "README.md": "cf41c397d18ae52444a01f5e50b0444cb1f543845bbf392369856b864cec815b",
-        "config.json": "dc837c079a90545c92a4554c685ed7914ce4ad06e6a08d25c6bcf04b3c9302a1",
-        "model.safetensors": "494da02d7f05ebf580355155b0fcf36e30a0f03642b2cfa353da745677cda277",
-        "task.json": "5c21a71b2feadcf387671b6ea9d70cc06ee15d1a8b0a8fcc6fe7a591e353a5fa",
-        "tokenizer.json": "00d920ffa451b2c575c656e65cf8bf0f48c9e0ee9689ede44cea33d6c7d7ead2",
+        "README.md": "baba7859c380a4afe3205aa92f0f345930acda13fc0a947796f1aba1d9b97ca6",
+        "config.json": "163013e3fe93b6d93f1ab526e07b5236b9a932261b4f349433db18f0a69e8423",
+        "model.safetensors": "e8b04a3148abca64ecf6179a6d97796db335461e9e584dbf105835148b17fd9c",
+        "task.json": "42355e20138c15a0d4052f931ff764f7278467050b752d9d5b0b1d0d7e2767bb",
+        "tokenizer.json": "845a9ebb2e0358bb74c4cc3e345cfae387d4dc9952cad49a95298675a664e145",
     },
     "shakespeare": {
         "README.md": "e2b74fde1897588feccd2cc3a5926395f4df17a2a682c1eec7f98d643ad157b5",

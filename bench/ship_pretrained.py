@@ -86,7 +86,8 @@ def shipped_weights(cfg: dict) -> str:
     return "the average of the weights at steps " + ", ".join(map(str, steps))
 
 
-def card(name: str, cfg: dict, task: dict, metric_text: str, minutes: float | None, m: dict, params: int, mb: float) -> str:
+def card(name: str, cfg: dict, task: dict, metric_text: str, minutes: float | None, m: dict, params: int, mb: float,
+         notes: list[str] | None = None) -> str:
     what, data = ABOUT[name]
     train = cfg.get("train", {})
     recipe = {k: v for k, v in train.items() if v is not None and k not in ("out", "data_dir", "resume", "overwrite",
@@ -94,8 +95,10 @@ def card(name: str, cfg: dict, task: dict, metric_text: str, minutes: float | No
     hw = f"{m['cpu']}, {m['cores']} cores, CPU only" if not m.get("gpu") else m["gpu"]
     averaging = ""
     if cfg.get("averaged"):
+        how = ("the window chosen on validation by `bench/imdb_average.py`" if name == "imdb" else
+               "the last snapshots the run kept, fixed in advance, not chosen by a score")
         averaging = (f"- Averaged with `annotated-transformer average --out AVG RUN/step-{{{','.join(map(str, cfg['averaged']))}}}` "
-                     f"(the window chosen on validation{' by `bench/imdb_average.py`' if name == 'imdb' else ''}).\n")
+                     f"({how}).\n")
     return f"""# `{name}`: {what}
 
 Load it in one line: `model, task = annotated_transformer.load_pretrained("{name}")`, or from the command line
@@ -117,7 +120,7 @@ Load it in one line: `model, task = annotated_transformer.load_pretrained("{name
 ## Hardware and time
 {hw}{f'; {minutes:.1f} minutes of training to the newest step it uses' if minutes is not None else ''}.
 
-Licence of the weights: MIT, as the repository. Built by `bench/ship_pretrained.py`; the figures come from
+{''.join(f"{chr(10)}- {x}" for x in notes or []) and "## Notes" + "".join(f"{chr(10)}- {x}" for x in notes) + chr(10) + chr(10)}Licence of the weights: MIT, as the repository. Built by `bench/ship_pretrained.py`; the figures come from
 `bench/results/pretrained-{name}-*.json`.
 """
 
@@ -147,6 +150,7 @@ def main() -> None:
     p.add_argument("--step", type=int, help="ship the run's step-N (default: its newest)")
     p.add_argument("--checkpoint", help="ship this checkpoint folder instead (e.g. an average of the run's snapshots)")
     p.add_argument("--data-dir", required=True, help="the data, to measure the shipped model")
+    p.add_argument("--note", action="append", default=[], help="a line for the card's Notes section (repeatable)")
     a = p.parse_args()
     run = Path(a.run)
     src = Path(a.checkpoint) if a.checkpoint else (run / f"step-{a.step}" if a.step else resolve_checkpoint(run))
@@ -172,7 +176,7 @@ def main() -> None:
         mb = sum(f.stat().st_size for f in folder.iterdir()) / 1e6
         task = json.loads((folder / "task.json").read_text())
         (folder / "README.md").write_text(card(a.name, load_config(folder), task, text,
-                                               seconds / 60 if seconds else None, train_machine, params, mb))
+                                               seconds / 60 if seconds else None, train_machine, params, mb, a.note))
         files = {f.name: sha256_file(f) for f in sorted(folder.iterdir())}
         mb = sum(f.stat().st_size for f in folder.iterdir()) / 1e6
         if dest.exists(): shutil.rmtree(dest)
