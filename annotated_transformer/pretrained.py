@@ -77,7 +77,7 @@ PRETRAINED: dict[str, dict[str, str]] = {   # name -> {file: sha256}: written by
 }
 PRETRAINED_FOR = {"translate": "multi30k-small", "classify": "imdb", "generate": "shakespeare"}   # the CLI's defaults
 PREFIX = "pretrained:"
-PRETRAINED_REF = "8d02f0c6e66db7c71f1b897b0264bfca60cf7340"   # a commit whose pretrained/ holds exactly the pinned files
+PRETRAINED_REF = "6bc4156d68a6af0ed03a9db91aa0c053d4ea62ea"   # a commit whose pretrained/ holds exactly the pinned files
 
 def _checkout_pretrained() -> Path | None:
     "`pretrained/` of the repository checkout that this package is installed from (editable), or that the current folder is in."
