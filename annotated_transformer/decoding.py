@@ -7,8 +7,6 @@ Docs: https://annotated-transformer.github.io/annotated-transformer/decoding.htm
 # %% ../nbs/07_decoding.ipynb #f0fd0c05
 from __future__ import annotations
 
-from typing import Callable
-
 import torch
 from torch import Tensor
 

@@ -229,9 +229,7 @@ def finished_rows(data_dir: str, threads: int, repeats: int, n: int = 1000, batc
     torch.set_num_threads(threads)
     model, task = load_pretrained("multi30k-small")
     sentences = [de for de, _ in load_multi30k("test2016", data_dir)[:n]]
-    runs = {}
-    for drop in (True, False):
-        runs[drop] = functools.partial(greedy_decode, drop_finished=drop)
+    runs = {drop: functools.partial(greedy_decode, drop_finished=drop) for drop in (True, False)}
     times, outs = {True: [], False: []}, {}
     with torch.inference_mode():
         for _ in range(repeats):
@@ -247,6 +245,14 @@ def finished_rows(data_dir: str, threads: int, repeats: int, n: int = 1000, batc
           f"{r['keep_sent_s']:.1f} sentences/s, dropped {r['drop_sent_s']:.1f} sentences/s "
           f"({r['drop_sent_s'] / r['keep_sent_s']:.2f}x)", flush=True)
     return r
+
+
+def write_report(report: dict, path) -> Path:
+    "Write `report` as JSON to `path` (its folder made if needed); returns the path."
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=1) + "\n")
+    return out
 
 
 def main(argv: list[str] | None = None) -> dict:
@@ -275,11 +281,9 @@ def main(argv: list[str] | None = None) -> dict:
                    date=time.strftime("%Y-%m-%d %H:%M:%S %z"), caveat=CAVEAT)
     if args.finished:
         runs = [finished_rows(args.finished, t, args.repeats) for t in threads]
-        out = Path(args.out or Path(__file__).parent / "results" / f"decode_finished-{name}.json")
-        out.parent.mkdir(parents=True, exist_ok=True)
         report = dict(machine=machine, config=dict(model="pretrained:multi30k-small", split="test2016", decoding="greedy",
                                                    repeats=args.repeats, device="cpu"), runs=runs)
-        out.write_text(json.dumps(report, indent=1) + "\n")
+        out = write_report(report, args.out or Path(__file__).parent / "results" / f"decode_finished-{name}.json")
         print(f"wrote {out}")
         return report
     if args.ablation:
@@ -287,24 +291,17 @@ def main(argv: list[str] | None = None) -> dict:
         report = dict(machine=machine, config=dict(model=dict(src_vocab=VOCAB, tgt_vocab=VOCAB, **MODEL), **PEER,
                                                    repeats=args.repeats, device=args.device, steps=STEPS,
                                                    tok_s="batch x new tokens / median seconds"), runs=runs)
-        out = Path(args.out or Path(__file__).parent / "results" / f"decode_steps-{name}.json")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(report, indent=1) + "\n")
+        out = write_report(report, args.out or Path(__file__).parent / "results" / f"decode_steps-{name}.json")
         print(f"wrote {out}")
         return report
     if args.peer:
         runs = [versus_peer(t, args.repeats, args.device) for t in threads]
-        report = dict(machine=dict(cpu=cpu_model(), cores=os.cpu_count(), gpu=gpu, torch=torch.__version__,
-                                   python=platform.python_version(), platform=platform.platform(),
-                                   omp_wait_policy=os.environ.get("OMP_WAIT_POLICY", ""),
-                                   date=time.strftime("%Y-%m-%d %H:%M:%S %z"), caveat=CAVEAT),
+        report = dict(machine=machine,
                       config=dict(model=dict(src_vocab=VOCAB, tgt_vocab=VOCAB, **MODEL), **PEER, repeats=args.repeats,
                                   device=args.device, mode="eval, random weights, interleaved runs, medians",
                                   tok_s="batch x new tokens / median seconds"),
                       runs=runs)
-        out = Path(args.out or Path(__file__).parent / "results" / f"decode_vs_marian-{name}.json")
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(report, indent=1) + "\n")
+        out = write_report(report, args.out or Path(__file__).parent / "results" / f"decode_vs_marian-{name}.json")
         print(f"\n{'threads':>7} {'greedy ours':>12} {'MarianMT':>9} {'ratio':>6} {'beam ours':>10} {'MarianMT':>9} {'ratio':>6}")
         for r in runs:
             t = r["tok_s"]
@@ -314,17 +311,13 @@ def main(argv: list[str] | None = None) -> dict:
         return report
     runs = [run(t, args.repeats, args.device) for t in threads]
     report = dict(
-        machine=dict(cpu=cpu_model(), cores=os.cpu_count(), gpu=gpu, torch=torch.__version__, python=platform.python_version(),
-                     platform=platform.platform(), omp_wait_policy=os.environ.get("OMP_WAIT_POLICY", ""),
-                     date=time.strftime("%Y-%m-%d %H:%M:%S %z"), caveat=CAVEAT),
+        machine=machine,
         config=dict(model=dict(src_vocab=VOCAB, tgt_vocab=VOCAB, **MODEL), mode="eval, untrained weights",
                     src_len=SRC_LEN, batches=BATCHES, output_tokens=LENGTHS, beam_size=BEAM_SIZE,
                     end_symbol=None, repeats=args.repeats, device=args.device,
                     tok_s="batch x output tokens / median seconds"),
         runs=runs)
-    out = Path(args.out or Path(__file__).parent / "results" / f"decode-{name}.json")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(report, indent=1) + "\n")
+    out = write_report(report, args.out or Path(__file__).parent / "results" / f"decode-{name}.json")
     print(f"\n{'threads':>7} {'batch':>5} {'tokens':>6} {'naive tok/s':>12} {'cached tok/s':>13} {'speed-up':>9} "
           f"{'beam tok/s':>11} {'beam/cached':>12}   load before -> after")
     for r_ in runs:

@@ -99,6 +99,7 @@ def card(name: str, cfg: dict, task: dict, metric_text: str, minutes: float | No
                "the last snapshots the run kept, fixed in advance, not chosen by a score")
         averaging = (f"- Averaged with `annotated-transformer average --out AVG RUN/step-{{{','.join(map(str, cfg['averaged']))}}}` "
                      f"({how}).\n")
+    notes_text = "## Notes\n" + "".join(f"- {x}\n" for x in notes) + "\n" if notes else ""
     return f"""# `{name}`: {what}
 
 Load it in one line: `model, task = annotated_transformer.load_pretrained("{name}")`, or from the command line
@@ -120,7 +121,7 @@ Load it in one line: `model, task = annotated_transformer.load_pretrained("{name
 ## Hardware and time
 {hw}{f'; {minutes:.1f} minutes of training to the newest step it uses' if minutes is not None else ''}.
 
-{''.join(f"{chr(10)}- {x}" for x in notes or []) and "## Notes" + "".join(f"{chr(10)}- {x}" for x in notes) + chr(10) + chr(10)}Licence of the weights: MIT, as the repository. Built by `bench/ship_pretrained.py`; the figures come from
+{notes_text}Licence of the weights: MIT, as the repository. Built by `bench/ship_pretrained.py`; the figures come from
 `bench/results/pretrained-{name}-*.json`.
 """
 
