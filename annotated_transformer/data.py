@@ -269,6 +269,8 @@ RESULT_FILES = {
         "345d8da1a45f3e230afeb35972c359b67000f6a9ea17383cc40d1eb7e3ed3939",
     "decode_steps-amd-epyc-2cores.json":
         "21239685cdfea55080a2236842835b93e6108604f701e976062544010f64a857",
+    "decode_floor-amd-epyc-2cores.json":
+        "0be6cf35395585f85bff69d78866df2e00aa417f84b064728e162042cb5ee195",
     "decode_finished-amd-epyc-2cores.json":
         "59275e66851cc605bb10dac1141c3b7b7ea716f24173db25ff42aaab84dab379",
     "pretrained-multi30k-small-amd-epyc-2cores.json":

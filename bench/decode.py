@@ -12,6 +12,7 @@ beams, and reports generated tokens per second (batch x output tokens / seconds,
     python bench/decode.py --device cuda         # on a GPU (timed after torch.cuda.synchronize)
     python bench/decode.py --peer --threads 1,2  # side by side with MarianMTModel.generate (the bench extra)
     python bench/decode.py --ablation --threads 1,2   # chapter 7's optimisations one by one
+    python bench/decode.py --floor --threads 1,2      # greedy: ours, a bare step with nothing to spare, MarianMT
 
 Prints a table and writes bench/results/decode-<machine>.json (on a GPU: decode-<gpu name>.json) with a
 description of the machine.
@@ -247,6 +248,90 @@ def finished_rows(data_dir: str, threads: int, repeats: int, n: int = 1000, batc
     return r
 
 
+def bare_greedy(model, src: torch.Tensor, max_len: int, compiled: bool = False) -> torch.Tensor:
+    """A floor for greedy decoding in eager PyTorch: the operations a decoding step cannot do without (the
+    projections, attention over the cached keys and values, the layer norms, the output projection, the argmax) called
+    directly on the weights of `model` (post-norm, no source mask), with no modules, checks, branches or log-softmax.
+    `compiled`: the step is `torch.compile`d, with static shapes (attention over the whole preallocated cache, the
+    positions not yet written masked). What is left between this and `greedy_decode` is the library's overhead;
+    what is left between this and the peer is work both must do. Returns the same tokens as `greedy_decode`."""
+    import math
+    import torch.nn.functional as F
+    assert not model.config.get("norm_first"), "bare_greedy follows the post-norm layer"
+    layers, (B, S), D = model.decoder.layers, src.shape, model.config["d_model"]
+    H = model.config["h"]; dk = D // H
+    lut, pe = model.tgt_embed.embed.lut.weight, model.tgt_embed.position.pe[0, :max_len]
+    lin = lambda x, m: F.linear(x, m.weight, m.bias)
+    norm = lambda x, n: F.layer_norm(x, (D,), n.weight, n.bias, n.eps)
+    heads = lambda x: x.view(B, H, -1, dk)                                         # (B, D) -> (B, H, 1, dk)
+    memory = model.encode(src, None)
+    cross = [(lin(memory, l.src_attn.w_k).view(B, S, H, dk).transpose(1, 2).contiguous(),
+              lin(memory, l.src_attn.w_v).view(B, S, H, dk).transpose(1, 2).contiguous()) for l in layers]
+    cache = [memory.new_zeros(2, B, H, max_len, dk) for _ in layers]             # self-attention keys and values
+    def attend(q, k, v, live=None):
+        s = q @ k.transpose(-1, -2) / math.sqrt(dk)
+        if live is not None: s = s.masked_fill(~live, float("-inf"))
+        return (s.softmax(-1) @ v).view(B, D)
+    def step(tok, t):                                          # t: the position, a 0-d tensor when compiled
+        x = F.embedding(tok, lut) * math.sqrt(D) + (pe.index_select(0, t.view(1)) if compiled else pe[t])
+        live = (torch.arange(max_len, device=tok.device) <= t).view(1, 1, 1, -1) if compiled else None
+        for l, kv, (ck, cv) in zip(layers, cache, cross):
+            a = l.self_attn
+            if compiled: kv.index_copy_(3, t.view(1), torch.stack([heads(lin(x, a.w_k)), heads(lin(x, a.w_v))]))
+            else: kv[0, :, :, t], kv[1, :, :, t] = lin(x, a.w_k).view(B, H, dk), lin(x, a.w_v).view(B, H, dk)
+            k, v = (kv[0], kv[1]) if compiled else (kv[0, :, :, :t + 1], kv[1, :, :, :t + 1])
+            x = norm(x + lin(attend(heads(lin(x, a.w_q)), k, v, live), a.w_o), l.sublayer[0].norm)
+            x = norm(x + lin(attend(heads(lin(x, l.src_attn.w_q)), ck, cv), l.src_attn.w_o), l.sublayer[1].norm)
+            x = norm(x + lin(F.relu(lin(x, l.feed_forward.w_1)), l.feed_forward.w_2), l.sublayer[2].norm)
+        return lin(x, model.generator.proj).argmax(-1)
+    fn = torch.compile(step, dynamic=False) if compiled else step
+    ys = torch.full((B, max_len), START, dtype=torch.long, device=src.device)
+    for t in range(max_len - 1):
+        ys[:, t + 1] = fn(ys[:, t], torch.tensor(t, device=src.device) if compiled else t)
+    return ys
+
+
+def floor(threads: int, repeats: int, device: str = "cpu", compiled: bool = True) -> dict:
+    """Ours (`greedy_decode`), the bare step (`bare_greedy`, eager and, if `compiled`, compiled) and
+    `MarianMTModel.generate` at the sizes of the side-by-side comparison, greedy, interleaved; the bare steps must
+    give ours' tokens. How far the library is from the floor, and how far the floor is from the peer."""
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    ours = make_model(VOCAB, VOCAB, **MODEL).to(device).eval()
+    peer = marian_peer(device)
+    b, n = PEER["batch"], PEER["new_tokens"]
+    src = torch.randint(3, VOCAB, (b, PEER["src_len"]), generator=torch.Generator().manual_seed(0)).to(device)
+    src_mask = torch.ones(b, 1, src.size(1), dtype=torch.bool, device=device)
+    fns = {"ours": lambda: greedy_decode(ours, src, src_mask, n + 1, START),
+           "bare": lambda: bare_greedy(ours, src, n + 1),
+           "peer": lambda: peer.generate(input_ids=src, attention_mask=torch.ones_like(src), max_new_tokens=n,
+                                         min_new_tokens=n, num_beams=1, do_sample=False)}
+    notes = {}
+    with torch.inference_mode():
+        ref = fns["ours"]()
+        assert torch.equal(fns["bare"](), ref)
+        if compiled:
+            try:
+                t0 = time.perf_counter()
+                assert torch.equal(bare_greedy(ours, src, n + 1, compiled=True), ref)
+                notes["compile_seconds"] = round(time.perf_counter() - t0, 1)
+                fns["bare_compiled"] = lambda: bare_greedy(ours, src, n + 1, compiled=True)
+            except Exception as e:                   # no C++ compiler, or an unsupported operation: report it
+                notes["compile_error"] = f"{type(e).__name__}: {str(e)[:300]}"
+        fns["peer"]()
+        load_before = os.getloadavg()
+        times = {name: [] for name in fns}
+        for _ in range(repeats):
+            for name, fn in fns.items():
+                sync(device); t0 = time.perf_counter(); fn(); sync(device); times[name].append(time.perf_counter() - t0)
+    tok_s = {name: b * n / statistics.median(t) for name, t in times.items()}
+    r = dict(threads=threads, tok_s=tok_s, over_peer={k: v / tok_s["peer"] for k, v in tok_s.items()}, **notes,
+             load_before=[round(x, 2) for x in load_before], load_after=[round(x, 2) for x in os.getloadavg()])
+    print(f"threads {threads}: " + ", ".join(f"{k} {v:,.0f} tok/s ({r['over_peer'][k]:.2f}x the peer)"
+                                              for k, v in tok_s.items()) + (f"; {notes}" if notes else ""), flush=True)
+    return r
+
+
 def write_report(report: dict, path) -> Path:
     "Write `report` as JSON to `path` (its folder made if needed); returns the path."
     out = Path(path)
@@ -267,6 +352,9 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--finished", metavar="DATA_DIR", default=None, help="only dropping finished rows on and off, "
                    "translating Multi30k test sentences (from DATA_DIR, or downloaded) with the shipped model, "
                    "written to decode_finished-<machine>.json")
+    p.add_argument("--floor", action="store_true", help="only greedy decoding: ours, the bare step (eager and "
+                   "compiled) and MarianMTModel.generate, written to decode_floor-<machine>.json (needs the bench extra)")
+    p.add_argument("--no-compile", action="store_true", help="with --floor: skip the compiled bare step")
     p.add_argument("--peer", action="store_true", help="only ours against Hugging Face's MarianMTModel.generate, "
                    "written to decode_vs_marian-<machine>.json (needs the bench extra)")
     args = p.parse_args(argv)
@@ -284,6 +372,14 @@ def main(argv: list[str] | None = None) -> dict:
         report = dict(machine=machine, config=dict(model="pretrained:multi30k-small", split="test2016", decoding="greedy",
                                                    repeats=args.repeats, device="cpu"), runs=runs)
         out = write_report(report, args.out or Path(__file__).parent / "results" / f"decode_finished-{name}.json")
+        print(f"wrote {out}")
+        return report
+    if args.floor:
+        runs = [floor(t, args.repeats, args.device, not args.no_compile) for t in threads]
+        report = dict(machine=machine, config=dict(model=dict(src_vocab=VOCAB, tgt_vocab=VOCAB, **MODEL), **PEER,
+                                                   repeats=args.repeats, device=args.device, decoding="greedy",
+                                                   tok_s="batch x new tokens / median seconds"), runs=runs)
+        out = write_report(report, args.out or Path(__file__).parent / "results" / f"decode_floor-{name}.json")
         print(f"wrote {out}")
         return report
     if args.ablation:
