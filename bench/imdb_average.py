@@ -28,7 +28,11 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--run", required=True)
     p.add_argument("--data-dir", required=True)
+    p.add_argument("--windows", default=None, metavar="STEPS;STEPS;...",
+                   help="the windows to score, e.g. '1000,1500;1000,1500,2000' (default: %s)" % ";".join(",".join(map(str, w)) for w in WINDOWS))
+    p.add_argument("--out", default=None, help="JSON file (default: bench/results/imdb_average-<machine>.json)")
     a = p.parse_args()
+    windows = WINDOWS if a.windows is None else [tuple(int(x) for x in w.split(",")) for w in a.windows.split(";") if w]
     run = Path(a.run)
     _, task = load_trained(run, "cpu")
     task.data_dir = a.data_dir
@@ -38,7 +42,7 @@ def main() -> None:
         single[s] = task.evaluate(load_model(run / f"step-{s}", "cpu"), None, "cpu", split="val")["accuracy"]
         print(f"step {s}: validation {single[s]:.2%}", flush=True)
     averaged = []
-    for w in WINDOWS:
+    for w in windows:
         if not set(w) <= set(steps): continue
         model = load_model(run / f"step-{w[0]}", "cpu")
         model.load_state_dict(average_checkpoints([run / f"step-{s}" for s in w]))
@@ -47,7 +51,7 @@ def main() -> None:
         print(f"average of steps {list(w)}: validation {acc:.2%}", flush=True)
     best = max(averaged, key=lambda r: r["val_accuracy"])
     m = machine()
-    out = Path(__file__).parent / "results" / f"imdb_average-{slug(m, 'cpu')}.json"
+    out = Path(a.out or Path(__file__).parent / "results" / f"imdb_average-{slug(m, 'cpu')}.json")
     out.write_text(json.dumps({"machine": m, "run": str(run), "single": {str(k): v for k, v in single.items()},
                                "averaged": averaged, "best": best}, indent=1) + "\n")
     print(f"best: steps {best['steps']} ({best['val_accuracy']:.2%}); wrote {out}")
