@@ -119,18 +119,24 @@ def marian_peer(device: str = "cpu"):
     return MarianMTModel(cfg).to(device).eval()
 
 
+def side_by_side_inputs(threads: int, device: str = "cpu"):
+    """What every side-by-side run decodes: our model at `MODEL`'s sizes (seeded), and `PEER["batch"]` random
+    sources of `PEER["src_len"]` tokens with their all-true mask, on `device`, with `threads` CPU threads."""
+    torch.set_num_threads(threads)
+    torch.manual_seed(0)
+    ours = make_model(VOCAB, VOCAB, **MODEL).to(device).eval()
+    src = torch.randint(3, VOCAB, (PEER["batch"], PEER["src_len"]), generator=torch.Generator().manual_seed(0)).to(device)
+    return ours, src, torch.ones(src.size(0), 1, src.size(1), dtype=torch.bool, device=device)
+
+
 def versus_peer(threads: int, repeats: int, device: str = "cpu") -> dict:
     """Ours against `MarianMTModel.generate`, same sizes, greedy and beam search, each forced to exactly
     `PEER["new_tokens"]` new tokens (ours: no end symbol; the peer: `min_new_tokens`), runs interleaved
     (ours, peer, ours, ...) so that a change of load hits both; medians."""
     import transformers
-    torch.set_num_threads(threads)
-    torch.manual_seed(0)
-    ours = make_model(VOCAB, VOCAB, **MODEL).to(device).eval()
+    ours, src, src_mask = side_by_side_inputs(threads, device)
     peer = marian_peer(device)
     b, n, k = PEER["batch"], PEER["new_tokens"], PEER["beam"]
-    src = torch.randint(3, VOCAB, (b, PEER["src_len"]), generator=torch.Generator().manual_seed(0)).to(device)
-    src_mask = torch.ones(b, 1, src.size(1), dtype=torch.bool, device=device)
     attn = torch.ones_like(src)
     fns = {
         "ours_greedy": lambda: greedy_decode(ours, src, src_mask, n + 1, START),
@@ -180,12 +186,8 @@ def ablation(threads: int, repeats: int, device: str = "cpu") -> dict:
     """Ours at the sizes of the side-by-side comparison, with chapter 7's switches turned on one by one, runs
     interleaved across the steps: greedy and beam search for `PEER["new_tokens"]` tokens, greedy for `LONG` tokens.
     The tokens must not change. Medians and best (least disturbed) runs."""
-    torch.set_num_threads(threads)
-    torch.manual_seed(0)
-    ours = make_model(VOCAB, VOCAB, **MODEL).to(device).eval()
+    ours, src, src_mask = side_by_side_inputs(threads, device)
     b, n, k = PEER["batch"], PEER["new_tokens"], PEER["beam"]
-    src = torch.randint(3, VOCAB, (b, PEER["src_len"]), generator=torch.Generator().manual_seed(0)).to(device)
-    src_mask = torch.ones(b, 1, src.size(1), dtype=torch.bool, device=device)
     kinds = {"greedy": n, "beam": n, f"greedy_{LONG}": LONG}
     def fns(step):
         kw = configure(step)
@@ -295,13 +297,9 @@ def floor(threads: int, repeats: int, device: str = "cpu", compiled: bool = True
     """Ours (`greedy_decode`), the bare step (`bare_greedy`, eager and, if `compiled`, compiled) and
     `MarianMTModel.generate` at the sizes of the side-by-side comparison, greedy, interleaved; the bare steps must
     give ours' tokens. How far the library is from the floor, and how far the floor is from the peer."""
-    torch.set_num_threads(threads)
-    torch.manual_seed(0)
-    ours = make_model(VOCAB, VOCAB, **MODEL).to(device).eval()
+    ours, src, src_mask = side_by_side_inputs(threads, device)
     peer = marian_peer(device)
     b, n = PEER["batch"], PEER["new_tokens"]
-    src = torch.randint(3, VOCAB, (b, PEER["src_len"]), generator=torch.Generator().manual_seed(0)).to(device)
-    src_mask = torch.ones(b, 1, src.size(1), dtype=torch.bool, device=device)
     fns = {"ours": lambda: greedy_decode(ours, src, src_mask, n + 1, START),
            "bare": lambda: bare_greedy(ours, src, n + 1),
            "peer": lambda: peer.generate(input_ids=src, attention_mask=torch.ones_like(src), max_new_tokens=n,

@@ -37,13 +37,15 @@ def main() -> None:
     _, task = load_trained(run, "cpu")
     task.data_dir = a.data_dir
     steps = sorted(load_config(u)["step"] for u in run.glob("step-*"))
+    windows = [w for w in windows if set(w) <= set(steps)]   # only windows of kept checkpoints
+    if not windows:
+        sys.exit(f"no window lies within the steps kept in {run} ({steps}); pass --windows made of those steps.")
     single = {}
     for s in steps:
         single[s] = task.evaluate(load_model(run / f"step-{s}", "cpu"), None, "cpu", split="val")["accuracy"]
         print(f"step {s}: validation {single[s]:.2%}", flush=True)
     averaged = []
     for w in windows:
-        if not set(w) <= set(steps): continue
         model = load_model(run / f"step-{w[0]}", "cpu")
         model.load_state_dict(average_checkpoints([run / f"step-{s}" for s in w]))
         acc = task.evaluate(model, None, "cpu", split="val")["accuracy"]
