@@ -1,0 +1,129 @@
+"""An experiment for chapter 10's classifier, not (yet) part of the library: masked-language-model pretraining on the
+training reviews themselves (BERT's objective, Devlin et al. 2019, on no text but the 22,500 training reviews), then
+fine-tuning on their labels, in one run of the library's `train`:
+
+    python bench/imdb_mlm.py --data-dir ../shared/data/imdb --mlm-steps 2000 --steps 4000 --out runs/imdb-x-mlm
+    python bench/imdb_mlm.py --report runs/imdb-x-mlm        # only write the JSON of a run (stopped or finished)
+
+For the first `--mlm-steps` batches, 15% of each review's subword tokens (never padding or `<s>`) are chosen; 80% of
+them become `<unk>` (standing in for a mask token), 10% a random token, 10% stay; the loss is the cross-entropy of the
+chosen tokens, predicted from the encoder's outputs through the embedding table (tied weights: no new parameters).
+The later batches are the ordinary labelled ones of the `small` preset, whose Noam schedule simply goes on. The
+validation accuracy of the pretraining steps is that of an untrained head (about 50%).
+
+Writes bench/results/imdb_mlm-<machine>.json: the masked-LM loss curve, the unigram entropy of the tokens (the
+loss of a model that ignores the context), and the validation accuracy at each evaluation."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+sys.path.insert(0, str(Path(__file__).parent))
+from copy_task import machine, slug   # noqa: E402
+
+from annotated_transformer.classification import ImdbTask   # noqa: E402
+from annotated_transformer.data import PAD, BOS, UNK, load_tokenizer   # noqa: E402
+from annotated_transformer.embeddings import check_token_ids   # noqa: E402
+from annotated_transformer.tasks import register_task   # noqa: E402
+from annotated_transformer.training import unwrap_model   # noqa: E402
+from annotated_transformer.run import train   # noqa: E402
+
+IGNORE = -100
+
+
+def mask_tokens(src: Tensor, vocab: int, rate: float, g: torch.Generator) -> tuple[Tensor, Tensor]:
+    "(input, target): BERT's 80/10/10 corruption of a `rate` share of the real tokens; target IGNORE elsewhere."
+    pick = (torch.rand(src.shape, generator=g) < rate) & (src != PAD) & (src != BOS)
+    target = torch.where(pick, src, torch.full_like(src, IGNORE))
+    u = torch.rand(src.shape, generator=g)
+    out = src.masked_fill(pick & (u < 0.8), UNK)
+    return torch.where(pick & (u >= 0.8) & (u < 0.9), torch.randint(4, vocab, src.shape, generator=g), out), target
+
+
+class MaskedBatch:
+    "A batch of corrupted reviews; its loss is summed over the chosen tokens (`ntokens`)."
+    def __init__(self, src: Tensor, target: Tensor):
+        self.src, self.target = src, target
+        self.src_mask = (src != PAD).unsqueeze(-2)
+        self.ntokens = int((target != IGNORE).sum())
+
+    def check(self, src_vocab: int, n_classes: int) -> MaskedBatch:
+        check_token_ids(self.src, src_vocab, "tokens"); return self
+
+    def to(self, device) -> MaskedBatch:
+        self.src, self.target, self.src_mask = (t.to(device) for t in (self.src, self.target, self.src_mask))
+        return self
+
+    def loss(self, model, criterion) -> Tensor:
+        m = unwrap_model(model)
+        x = m.encoder(m.embed(self.src), self.src_mask)               # (batch, seq, d_model)
+        chosen = self.target != IGNORE
+        logits = x[chosen] @ m.embed.embed.lut.weight.T               # (n, vocab): tied to the input embedding
+        return F.cross_entropy(logits.float(), self.target[chosen], reduction="sum")
+
+
+def register(mlm_steps: int, rate: float = 0.15) -> str:
+    @register_task
+    @dataclass
+    class ImdbMlm(ImdbTask):
+        name = "imdb_mlm_experiment"
+        def batches(self, generator, rank=0, world=1, start=0):
+            vocab = self.tokenizer.get_vocab_size()
+            inner = super().batches(generator, rank, world, 0)
+            for k in range(mlm_steps):                  # the same stream on a resume: skipped batches are drawn too
+                b = next(inner)
+                if k >= start: yield MaskedBatch(*mask_tokens(b.src, vocab, rate, torch.Generator().manual_seed(1000 + k)))
+            yield from super().batches(generator, rank, world, max(0, start - mlm_steps))
+    return ImdbMlm.name
+
+
+def unigram_entropy(run: Path, data_dir: str) -> float:
+    "Entropy (nats) of the training reviews' token frequencies, with the run's tokenizer."
+    task = ImdbTask(data_dir=data_dir)
+    task.tokenizer = load_tokenizer(run)
+    ids = task.encode([t for t, _ in task.split()[0]])
+    c = torch.zeros(task.tokenizer.get_vocab_size())
+    for e in ids: c.index_add_(0, torch.tensor(e[1:]), torch.ones(len(e) - 1))
+    p = c[c > 0] / c.sum()
+    return float(-(p * p.log()).sum())
+
+
+def report(run: Path, mlm_steps: int, data_dir: str) -> None:
+    rows = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines() if l.strip()]
+    m = machine()
+    out = Path(__file__).parent / "results" / f"imdb_mlm-{slug(m, 'cpu')}.json"
+    result = {"machine": m, "run": str(run), "mlm_steps": mlm_steps, "unigram_entropy": unigram_entropy(run, data_dir),
+              "mlm_loss": [{"step": r["step"], "loss": r["loss"]} for r in rows if "loss" in r and r["step"] <= mlm_steps],
+              "finetune_loss": [{"step": r["step"], "loss": r["loss"]} for r in rows if "loss" in r and r["step"] > mlm_steps],
+              "val_accuracy": [{"step": r["step"], "accuracy": r["accuracy"]} for r in rows if "accuracy" in r]}
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    for r in result["val_accuracy"]:
+        if r["step"] > mlm_steps: print(f"fine-tuning step {r['step'] - mlm_steps}: validation {r['accuracy']:.2%}")
+    print(f"masked-LM loss at step {mlm_steps}: {result['mlm_loss'][-1]['loss']:.3f} nats "
+          f"(unigram entropy {result['unigram_entropy']:.3f}); wrote {out}")
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--data-dir", required=True)
+    p.add_argument("--mlm-steps", type=int, default=2000)
+    p.add_argument("--steps", type=int, default=4000, help="all steps, pretraining included")
+    p.add_argument("--out", default="runs/imdb-x-mlm")
+    p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--report", action="store_true", help="only write the JSON of the run in --out")
+    a = p.parse_args()
+    if not a.report:
+        train(task=register(a.mlm_steps), data_dir=a.data_dir, out=a.out, overwrite=True, progress=False,
+              max_steps=a.steps, eval_every=500, keep_checkpoints=20, threads=a.threads, log_every=100)
+    report(Path(a.out), a.mlm_steps, a.data_dir)
+
+
+if __name__ == "__main__":
+    main()
