@@ -264,7 +264,7 @@ RESULT_FILES = {
     "imdb_average-amd-epyc-2cores.json":
         "362a394dcd850b3e18f0e4efb58fefe22ee9fd98e68de7122a2d87478f0e8503",
     "imdb_mlm-amd-epyc-2cores.json":
-        "9a2dc7c795b764a5b3b69a467b924a3bb6c68041d130da7aabf03991dc01805b",
+        "3558f770a88819ab4302d65c3e88380cef47f6238fe5dfd77a8b77bba8772605",
     "decode_vs_marian-before-amd-epyc-2cores.json":
         "cf0ff1539888a54548f7e1e323bdc48cba7a90f5595726b84370c80647939617",
     "decode_vs_marian-amd-epyc-2cores.json":

@@ -3,7 +3,11 @@ training reviews themselves (BERT's objective, Devlin et al. 2019, on no text bu
 fine-tuning on their labels, in one run of the library's `train`:
 
     python bench/imdb_mlm.py --data-dir ../shared/data/imdb --mlm-steps 2000 --steps 4000 --out runs/imdb-x-mlm
-    python bench/imdb_mlm.py --report runs/imdb-x-mlm        # only write the JSON of a run (stopped or finished)
+    python bench/imdb_mlm.py --report --out runs/imdb-x-mlm   # only write the JSON of a run (stopped or finished)
+    python bench/imdb_mlm.py --finetune-from runs/imdb-x-mlm/step-2000 --steps 1500 --out runs/imdb-x-mlm-ft
+
+`--finetune-from` (with `--report`: only its JSON) starts a new run of the `small` preset (its own warm-up and
+schedule) from the weights of a masked-LM checkpoint, instead of going on with the pretraining run's decayed rate.
 
 For the first `--mlm-steps` batches, 15% of each review's subword tokens (never padding or `<s>`) are chosen; 80% of
 them become `<unk>` (standing in for a mask token), 10% a random token, 10% stay; the loss is the cross-entropy of the
@@ -12,7 +16,8 @@ The later batches are the ordinary labelled ones of the `small` preset, whose No
 validation accuracy of the pretraining steps is that of an untrained head (about 50%).
 
 Writes bench/results/imdb_mlm-<machine>.json: the masked-LM loss curve, the unigram entropy of the tokens (the
-loss of a model that ignores the context), and the validation accuracy at each evaluation."""
+loss of a model that ignores the context), and the validation accuracy at each evaluation; `--finetune-from` adds
+its run's validation curve as `fresh_warmup`."""
 from __future__ import annotations
 
 import argparse
@@ -84,6 +89,26 @@ def register(mlm_steps: int, rate: float = 0.15) -> str:
     return ImdbMlm.name
 
 
+def register_finetune(checkpoint: str) -> str:
+    from annotated_transformer.checkpoint import load_model
+    @register_task
+    @dataclass
+    class ImdbFromMlm(ImdbTask):
+        name = "imdb_from_mlm_experiment"
+        def prepare(self, out=None, resume=False, save=True):
+            super().prepare(out, resume, save)
+            self.tokenizer = load_tokenizer(Path(checkpoint).parent)   # the pretraining run's tokenizer
+            self.train_set = (self.encode([t for t, _ in self.split()[0]]), self.train_set[1])
+            self.val_set = (self.encode([t for t, _ in self.split()[1]]), self.val_set[1])
+            if out is not None and save: self.tokenizer.save(str(Path(out, "tokenizer.json")))
+            return self.tokenizer
+        def build_model(self):
+            model = super().build_model()
+            model.load_state_dict(load_model(checkpoint, "cpu").state_dict())
+            return model
+    return ImdbFromMlm.name
+
+
 def unigram_entropy(run: Path, data_dir: str) -> float:
     "Entropy (nats) of the training reviews' token frequencies, with the run's tokenizer."
     task = ImdbTask(data_dir=data_dir)
@@ -95,14 +120,32 @@ def unigram_entropy(run: Path, data_dir: str) -> float:
     return float(-(p * p.log()).sum())
 
 
+def results_file() -> Path:
+    return Path(__file__).parent / "results" / f"imdb_mlm-{slug(machine(), 'cpu')}.json"
+
+
+def report_finetune(run: Path, checkpoint: str) -> None:
+    "Add the fresh-warm-up run's validation curve to the JSON, as `fresh_warmup`."
+    rows = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines() if l.strip()]
+    out = results_file()
+    result = json.loads(out.read_text()) if out.is_file() else {"machine": machine()}
+    result["fresh_warmup"] = {"run": str(run), "from": checkpoint,
+                              "val_accuracy": [{"step": r["step"], "accuracy": r["accuracy"]} for r in rows if "accuracy" in r]}
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    for r in result["fresh_warmup"]["val_accuracy"]: print(f"step {r['step']}: validation {r['accuracy']:.2%}")
+    print(f"wrote {out}")
+
+
 def report(run: Path, mlm_steps: int, data_dir: str) -> None:
     rows = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines() if l.strip()]
     m = machine()
-    out = Path(__file__).parent / "results" / f"imdb_mlm-{slug(m, 'cpu')}.json"
+    out = results_file()
+    kept = json.loads(out.read_text()).get("fresh_warmup") if out.is_file() else None
     result = {"machine": m, "run": str(run), "mlm_steps": mlm_steps, "unigram_entropy": unigram_entropy(run, data_dir),
               "mlm_loss": [{"step": r["step"], "loss": r["loss"]} for r in rows if "loss" in r and r["step"] <= mlm_steps],
               "finetune_loss": [{"step": r["step"], "loss": r["loss"]} for r in rows if "loss" in r and r["step"] > mlm_steps],
               "val_accuracy": [{"step": r["step"], "accuracy": r["accuracy"]} for r in rows if "accuracy" in r]}
+    if kept is not None: result["fresh_warmup"] = kept
     out.write_text(json.dumps(result, indent=1) + "\n")
     for r in result["val_accuracy"]:
         if r["step"] > mlm_steps: print(f"fine-tuning step {r['step'] - mlm_steps}: validation {r['accuracy']:.2%}")
@@ -118,7 +161,14 @@ def main() -> None:
     p.add_argument("--out", default="runs/imdb-x-mlm")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--report", action="store_true", help="only write the JSON of the run in --out")
+    p.add_argument("--finetune-from", default=None, metavar="CHECKPOINT", help="fine-tune from a masked-LM checkpoint")
     a = p.parse_args()
+    if a.finetune_from:
+        if not a.report:
+            train(task=register_finetune(a.finetune_from), data_dir=a.data_dir, out=a.out, overwrite=True,
+                  progress=False, max_steps=a.steps, eval_every=250, keep_checkpoints=20, threads=a.threads, log_every=50)
+        report_finetune(Path(a.out), a.finetune_from)
+        return
     if not a.report:
         train(task=register(a.mlm_steps), data_dir=a.data_dir, out=a.out, overwrite=True, progress=False,
               max_steps=a.steps, eval_every=500, keep_checkpoints=20, threads=a.threads, log_every=100)
