@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import shutil
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -90,18 +91,17 @@ def register(mlm_steps: int, rate: float = 0.15) -> str:
 
 
 def register_finetune(checkpoint: str) -> str:
-    from annotated_transformer.checkpoint import load_model
+    from annotated_transformer.checkpoint import atomic_write, load_model
     @register_task
     @dataclass
     class ImdbFromMlm(ImdbTask):
         name = "imdb_from_mlm_experiment"
         def prepare(self, out=None, resume=False, save=True):
-            super().prepare(out, resume, save)
-            self.tokenizer = load_tokenizer(Path(checkpoint).parent)   # the pretraining run's tokenizer
-            self.train_set = (self.encode([t for t, _ in self.split()[0]]), self.train_set[1])
-            self.val_set = (self.encode([t for t, _ in self.split()[1]]), self.val_set[1])
-            if out is not None and save: self.tokenizer.save(str(Path(out, "tokenizer.json")))
-            return self.tokenizer
+            "The checkpoint's tokenizer, not a new one: copied into `out`, then loaded as on a resume."
+            if not resume:
+                Path(out).mkdir(parents=True, exist_ok=True)
+                atomic_write(Path(out, "tokenizer.json"), lambda tmp: shutil.copyfile(Path(checkpoint, "tokenizer.json"), tmp))
+            return super().prepare(out, resume=True, save=save)
         def build_model(self):
             model = super().build_model()
             model.load_state_dict(load_model(checkpoint, "cpu").state_dict())
@@ -120,31 +120,39 @@ def unigram_entropy(run: Path, data_dir: str) -> float:
     return float(-(p * p.log()).sum())
 
 
+def read_metrics(run: Path) -> list[dict]:
+    return [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines() if l.strip()]
+
+
+def val_curve(rows: list[dict]) -> list[dict]:
+    return [{"step": r["step"], "accuracy": r["accuracy"]} for r in rows if "accuracy" in r]
+
+
 def results_file() -> Path:
     return Path(__file__).parent / "results" / f"imdb_mlm-{slug(machine(), 'cpu')}.json"
 
 
 def report_finetune(run: Path, checkpoint: str) -> None:
     "Add the fresh-warm-up run's validation curve to the JSON, as `fresh_warmup`."
-    rows = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines() if l.strip()]
+    rows = read_metrics(run)
     out = results_file()
     result = json.loads(out.read_text()) if out.is_file() else {"machine": machine()}
     result["fresh_warmup"] = {"run": str(run), "from": checkpoint,
-                              "val_accuracy": [{"step": r["step"], "accuracy": r["accuracy"]} for r in rows if "accuracy" in r]}
+                              "val_accuracy": val_curve(rows)}
     out.write_text(json.dumps(result, indent=1) + "\n")
     for r in result["fresh_warmup"]["val_accuracy"]: print(f"step {r['step']}: validation {r['accuracy']:.2%}")
     print(f"wrote {out}")
 
 
 def report(run: Path, mlm_steps: int, data_dir: str) -> None:
-    rows = [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines() if l.strip()]
+    rows = read_metrics(run)
     m = machine()
     out = results_file()
     kept = json.loads(out.read_text()).get("fresh_warmup") if out.is_file() else None
     result = {"machine": m, "run": str(run), "mlm_steps": mlm_steps, "unigram_entropy": unigram_entropy(run, data_dir),
               "mlm_loss": [{"step": r["step"], "loss": r["loss"]} for r in rows if "loss" in r and r["step"] <= mlm_steps],
               "finetune_loss": [{"step": r["step"], "loss": r["loss"]} for r in rows if "loss" in r and r["step"] > mlm_steps],
-              "val_accuracy": [{"step": r["step"], "accuracy": r["accuracy"]} for r in rows if "accuracy" in r]}
+              "val_accuracy": val_curve(rows)}
     if kept is not None: result["fresh_warmup"] = kept
     out.write_text(json.dumps(result, indent=1) + "\n")
     for r in result["val_accuracy"]:
