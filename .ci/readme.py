@@ -20,7 +20,7 @@ def render() -> str:
         if cell.cell_type == "markdown": parts.append(src)
         elif cell.cell_type == "code" and not src.startswith("#| hide"): parts.append(f"```python\n{src}\n```")
     md = "\n\n".join(parts).replace("```{mermaid}", "```mermaid")
-    md = re.sub(r"\]\((\d\d_[a-z_]+\.ipynb)\)", r"](nbs/\1)", md)    # chapter links from the repository root
+    md = re.sub(r"\]\((\d[0-9a-z]_[a-z_]+\.ipynb)\)", r"](nbs/\1)", md)    # chapter and appendix links from the repository root
     return HEADER + md + "\n"
 
 

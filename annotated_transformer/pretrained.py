@@ -51,7 +51,7 @@ def ship(checkpoint: str | os.PathLike, dest: str | os.PathLike, card: str, dtyp
     (dest / "README.md").write_text(card, encoding="utf-8")
     return {f.name: sha256_file(f) for f in sorted(dest.iterdir())}
 
-# %% ../nbs/98_pretrained.ipynb #1220446a
+# %% ../nbs/98_pretrained.ipynb #52b041ea
 PRETRAINED: dict[str, dict[str, str]] = {   # name -> {file: sha256}: written by bench/ship_pretrained.py
     "imdb": {
         "README.md": "cca714072ed0f3e4e875de0e6ecd8a0b7777a991372373b73fe19a7e059b8367",
@@ -79,6 +79,7 @@ PRETRAINED_FOR = {"translate": "multi30k-small", "classify": "imdb", "generate":
 PREFIX = "pretrained:"
 PRETRAINED_REF = "6bc4156d68a6af0ed03a9db91aa0c053d4ea62ea"   # a commit whose pretrained/ holds exactly the pinned files
 
+# %% ../nbs/98_pretrained.ipynb #f0554de3
 def _checkout_pretrained() -> Path | None:
     "`pretrained/` of the repository checkout that this package is installed from (editable), or that the current folder is in."
     for d in [Path(__file__).resolve().parent.parent, Path.cwd(), *Path.cwd().parents]:
@@ -94,6 +95,7 @@ def _pins(name: str, pins: dict | None) -> dict[str, str]:
                               f"{', '.join(sorted(pins)) or 'none'}. Train one instead: annotated-transformer train --help.")
     return pins[name]
 
+# %% ../nbs/98_pretrained.ipynb #a361eda9
 def pretrained_dir(name: str, base_url: str | None = None, pins: dict | None = None) -> Path:
     """The folder of the shipped model `name`: the checkout's `pretrained/<name>`, else the download cache, else
     downloaded from the repository (`base_url`: another URL of a folder that holds `<name>/<file>`). Every file is
@@ -134,6 +136,7 @@ def pretrained_dir(name: str, base_url: str | None = None, pins: dict | None = N
                 f"the files of pretrained/{name} into {cache}.")
     return cache
 
+# %% ../nbs/98_pretrained.ipynb #c2f3ea24
 def resolve_model(spec: str | os.PathLike) -> Path:
     "A checkpoint given by the user: `pretrained:NAME` is the shipped model NAME (`pretrained_dir`), anything else a path."
     s = str(spec)
