@@ -119,7 +119,7 @@ def _position(positional: str, d_model: int, dropout: float, max_len: int | None
     cls = PositionalEncoding if positional == "sinusoidal" else LearnedPositionalEmbedding
     return cls(d_model, dropout) if max_len is None else cls(d_model, dropout, max_len)
 
-# %% ../nbs/05_model.ipynb #40ae0409
+# %% ../nbs/05_model.ipynb #7bf38422
 def make_model(src_vocab: int, tgt_vocab: int, N: int = 6, d_model: int = 512, d_ff: int = 2048, h: int = 8,
                dropout: float = 0.1, *, norm_first: bool = False, tie_embeddings: bool = False,
                max_len: int | None = None, positional: str = "sinusoidal",
