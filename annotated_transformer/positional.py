@@ -88,7 +88,7 @@ def apply_rotary(x: Tensor, positions: Tensor) -> Tensor:
     cos, sin = (f(angle).to(x.dtype).to(x.device) for f in (torch.cos, torch.sin))
     return _rotate_pairs(x, cos, sin)
 
-# %% ../nbs/02_positional_encoding.ipynb #1e71bc62
+# %% ../nbs/02_positional_encoding.ipynb #94b20b54
 class RotaryEmbedding(nn.Module):
     """Rotary position embedding with the cosines and sines computed once for `max_len` positions of width `dim` (one
     head's `d_k`): `forward(x, start=0)` rotates `x` `(..., seq, dim)` for positions `start .. start+seq-1`."""
