@@ -131,8 +131,6 @@ def make_model(src_vocab: int, tgt_vocab: int, N: int = 6, d_model: int = 512, d
     if tie_embeddings and src_vocab != tgt_vocab:
         raise ValueError(f"tie_embeddings=True needs one shared vocabulary, got src_vocab={src_vocab} and "
                          f"tgt_vocab={tgt_vocab}; use a joint vocabulary or tie_embeddings=False.")
-    if embed_init not in ("normal", "xavier"):
-        raise ValueError(f"embed_init must be 'normal' or 'xavier', got {embed_init!r}.")
     c = copy.deepcopy  # every use gets its own copy, hence its own parameters
     attn, ff = MultiHeadedAttention(h, d_model, dropout), PositionwiseFeedForward(d_model, d_ff, dropout)
     position = _position(positional, d_model, dropout, max_len)
