@@ -18,7 +18,7 @@ from .attention import MultiHeadedAttention
 from .blocks import (PositionwiseFeedForward, EncoderLayer, Encoder, DecoderLayer, Decoder)
 
 # %% auto #0
-__all__ = ['InputEmbedding', 'Generator', 'EncoderDecoder', 'empty_cache', 'select_cache_rows', 'cached_length', 'make_model', 'count_parameters', 'init_weights', 'model_from_config', 'Classifier', 'make_classifier', 'LanguageModel', 'make_language_model']
+__all__ = ['InputEmbedding', 'Generator', 'EncoderDecoder', 'empty_cache', 'select_cache_rows', 'cached_length', 'init_weights', 'make_model', 'count_parameters', 'model_from_config', 'Classifier', 'make_classifier', 'LanguageModel', 'make_language_model']
 
 # %% ../nbs/05_model.ipynb #9abd3a06
 class InputEmbedding(nn.Module):
@@ -102,71 +102,58 @@ def cached_length(cache: list[dict] | None) -> int:
     return cache[0]["self"]["k"].size(2)  # keys are (batch, h, t, d_k)
 
 # %% ../nbs/05_model.ipynb #83a21efb
+def init_weights(model: nn.Module, tables: list[nn.Embedding], d_model: int, embed_init: str = "normal") -> None:
+    """Glorot-uniform for every matrix of `model`, then the embedding `tables` drawn with std d_model^-1/2
+    (`embed_init="normal"`, the authors' choice) or left Glorot-uniform (`"xavier"`). Biases and norms keep their defaults."""
+    if embed_init not in ("normal", "xavier"):
+        raise ValueError(f"embed_init must be 'normal' or 'xavier', got {embed_init!r}.")
+    for p in model.parameters():
+        if p.dim() > 1: nn.init.xavier_uniform_(p)       # Var = 2 / (fan_in + fan_out)
+    if embed_init == "normal":
+        for table in tables: nn.init.normal_(table.weight, 0.0, d_model ** -0.5)
+
+def _position(positional: str, d_model: int, dropout: float, max_len: int | None = None) -> nn.Module:
+    "The position module: sinusoids or learned vectors, with its class's default `max_len` when None."
+    if positional not in ("sinusoidal", "learned"):
+        raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {positional!r}.")
+    cls = PositionalEncoding if positional == "sinusoidal" else LearnedPositionalEmbedding
+    return cls(d_model, dropout) if max_len is None else cls(d_model, dropout, max_len)
+
+# %% ../nbs/05_model.ipynb #7bf38422
 def make_model(src_vocab: int, tgt_vocab: int, N: int = 6, d_model: int = 512, d_ff: int = 2048, h: int = 8,
                dropout: float = 0.1, *, norm_first: bool = False, tie_embeddings: bool = False,
                max_len: int | None = None, positional: str = "sinusoidal",
                checkpoint_activations: bool = False, embed_init: str = "normal") -> EncoderDecoder:
-    """Build a Transformer with Glorot-uniform weight matrices and normal embedding tables (std d_model^-1/2).
-    The defaults are the paper's base model
-    (post-norm, `norm_first=False`). `tie_embeddings` shares one matrix among the source embedding, target embedding
-    and generator (needs `src_vocab == tgt_vocab`); `positional` is `"sinusoidal"` or `"learned"`; `max_len` bounds the
-    sequence length (default: 5000 for the sinusoids, a free buffer; 512 for learned positions, which cost
-    `max_len * d_model` parameters per table); `checkpoint_activations` recomputes layers in the backward pass to save
-    memory. `embed_init`: `"normal"` draws the embedding tables with std d_model^-1/2, as the authors' code did, so
-    that the scaled rows have unit-size entries; `"xavier"` treats them like the other matrices (Glorot uniform)."""
+    """The Transformer, by default the paper's base model (post-norm), initialised by `init_weights`.
+    `tie_embeddings` shares one matrix among both embeddings and the generator (needs `src_vocab == tgt_vocab`);
+    `positional`: `"sinusoidal"` or `"learned"`; `max_len`: the longest sequence (default: the position class's,
+    5000 or 512); `checkpoint_activations`: recompute layers in the backward pass (chapter 8)."""
     if tie_embeddings and src_vocab != tgt_vocab:
         raise ValueError(f"tie_embeddings=True needs one shared vocabulary, got src_vocab={src_vocab} and "
                          f"tgt_vocab={tgt_vocab}; use a joint vocabulary or tie_embeddings=False.")
-    if positional not in ("sinusoidal", "learned"):
-        raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {positional!r}.")
-    if embed_init not in ("normal", "xavier"):
-        raise ValueError(f"embed_init must be 'normal' or 'xavier', got {embed_init!r}.")
-    if max_len is None: max_len = 5000 if positional == "sinusoidal" else 512   # the position classes' defaults
-    config = dict(src_vocab=src_vocab, tgt_vocab=tgt_vocab, N=N, d_model=d_model, d_ff=d_ff, h=h, dropout=dropout,
-                  norm_first=norm_first, tie_embeddings=tie_embeddings, max_len=max_len, positional=positional,
-                  checkpoint_activations=checkpoint_activations, embed_init=embed_init)
     c = copy.deepcopy  # every use gets its own copy, hence its own parameters
-    attn = MultiHeadedAttention(h, d_model, dropout)
-    ff = PositionwiseFeedForward(d_model, d_ff, dropout)
-    pos_cls = PositionalEncoding if positional == "sinusoidal" else LearnedPositionalEmbedding
-    position = pos_cls(d_model, dropout, max_len)
+    attn, ff = MultiHeadedAttention(h, d_model, dropout), PositionwiseFeedForward(d_model, d_ff, dropout)
+    position = _position(positional, d_model, dropout, max_len)
     model = EncoderDecoder(
         Encoder(EncoderLayer(d_model, c(attn), c(ff), dropout, norm_first), N),
         Decoder(DecoderLayer(d_model, c(attn), c(attn), c(ff), dropout, norm_first), N),
         InputEmbedding(Embeddings(d_model, src_vocab), c(position)),
         InputEmbedding(Embeddings(d_model, tgt_vocab), c(position)),
         Generator(d_model, tgt_vocab))
-    for p in model.parameters():
-        if p.dim() > 1: nn.init.xavier_uniform_(p)  # Glorot uniform, fan-avg; biases and norms keep their defaults
-    if embed_init == "normal":   # tensor2tensor's symbol modality: std d^-1/2, multiplied by sqrt(d) in the forward
-        for table in (model.src_embed.embed.lut, model.tgt_embed.embed.lut): nn.init.normal_(table.weight, 0.0, d_model ** -0.5)
+    init_weights(model, [model.src_embed.embed.lut, model.tgt_embed.embed.lut], d_model, embed_init)
     if tie_embeddings:
-        model.tgt_embed.embed.lut.weight = model.src_embed.embed.lut.weight
-        model.generator.proj.weight = model.src_embed.embed.lut.weight
+        model.tgt_embed.embed.lut.weight = model.generator.proj.weight = model.src_embed.embed.lut.weight
     model.encoder.checkpoint_activations = model.decoder.checkpoint_activations = checkpoint_activations
-    model.config = config
+    model.config = dict(src_vocab=src_vocab, tgt_vocab=tgt_vocab, N=N, d_model=d_model, d_ff=d_ff, h=h,
+                        dropout=dropout, norm_first=norm_first, tie_embeddings=tie_embeddings,
+                        max_len=position.max_len, positional=positional,
+                        checkpoint_activations=checkpoint_activations, embed_init=embed_init)
     return model
 
 # %% ../nbs/05_model.ipynb #cfb1570a
 def count_parameters(model: nn.Module) -> int:
     "Number of distinct trainable parameters (a tied matrix counts once)."
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
-
-# %% ../nbs/05_model.ipynb #3058ceba
-def init_weights(model: nn.Module, tables: list[nn.Embedding], d_model: int, embed_init: str = "normal") -> None:
-    """`make_model`'s initialisation: Glorot-uniform for every matrix, then the embedding `tables` drawn with std
-    d_model^-1/2 (`embed_init="normal"`) or left Glorot-uniform (`"xavier"`). Biases and norms keep their defaults."""
-    if embed_init not in ("normal", "xavier"):
-        raise ValueError(f"embed_init must be 'normal' or 'xavier', got {embed_init!r}.")
-    for p in model.parameters():
-        if p.dim() > 1: nn.init.xavier_uniform_(p)
-    if embed_init == "normal":
-        for table in tables: nn.init.normal_(table.weight, 0.0, d_model ** -0.5)
-
-def _position(positional: str, d_model: int, dropout: float, max_len: int) -> nn.Module:
-    if positional not in ("sinusoidal", "learned"):
-        raise ValueError(f"positional must be 'sinusoidal' or 'learned', got {positional!r}.")
-    return (PositionalEncoding if positional == "sinusoidal" else LearnedPositionalEmbedding)(d_model, dropout, max_len)
 
 # %% ../nbs/05_model.ipynb #fa6d01e4
 def model_from_config(config: dict) -> nn.Module:

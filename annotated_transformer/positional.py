@@ -18,21 +18,17 @@ __all__ = ['position_angles', 'sinusoid_table', 'PositionalEncoding', 'LearnedPo
 
 # %% ../nbs/02_positional_encoding.ipynb #d47cc32e
 def position_angles(positions: Tensor, dim: int) -> Tensor:
-    """The angles `pos * w_i`, w_i = 10000^(-2i/dim), in float64 on the device of `positions`: `(len(positions), dim/2)`.
-    The frequencies are computed as exp(-ln(10000) * 2i/dim), the same numbers as the power."""
+    "The angles `pos * w_i`, w_i = 10000^(-2i/dim) = exp(-ln(10000) 2i/dim), in float64: `(len(positions), dim/2)`."
     inv_freq = torch.exp(-math.log(10000.0) * torch.arange(0, dim, 2, dtype=torch.float64, device=positions.device) / dim)
     return positions.to(torch.float64)[:, None] * inv_freq                           # (len(positions), dim/2)
 
 def sinusoid_table(max_len: int, d_model: int) -> Tensor:
-    """The paper's fixed positional encoding, a float32 tensor `(max_len, d_model)`.
-
-    Column `2i` holds sin(pos * w_i) and column `2i+1` holds cos(pos * w_i), with w_i = 10000^(-2i/d_model)
-    (Vaswani et al. 2017, section 3.5). Computed in float64, so large positions stay accurate. `d_model` must be even."""
+    """The paper's fixed positional encoding (Vaswani et al., 2017, section 3.5), float32 `(max_len, d_model)`:
+    column `2i` holds sin(pos * w_i), column `2i+1` cos(pos * w_i). Computed in float64; `d_model` must be even."""
     if d_model % 2: raise ValueError(f"d_model must be even for sinusoidal positions, got {d_model}.")
     angle = position_angles(torch.arange(max_len), d_model)                         # (max_len, d_model/2) float64
     pe = torch.zeros(max_len, d_model, dtype=torch.float64)
-    pe[:, 0::2] = torch.sin(angle)
-    pe[:, 1::2] = torch.cos(angle)
+    pe[:, 0::2], pe[:, 1::2] = torch.sin(angle), torch.cos(angle)
     return pe.float()
 
 # %% ../nbs/02_positional_encoding.ipynb #7b081971
@@ -78,15 +74,12 @@ def _rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
     return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)   # pairs back in place: (..., seq, dim)
 
 def _check_rotary_width(dim: int) -> None:
-    "Refuse an odd width: the features are rotated in pairs."
     if dim % 2: raise ValueError(f"rotary embeddings rotate pairs of features: the last dimension must be even, got {dim}.")
 
 def apply_rotary(x: Tensor, positions: Tensor) -> Tensor:
-    """Rotary position embedding (Su et al. 2021) of queries or keys `x` `(..., seq, dim)` at integer `positions`
-    `(seq,)`: features `(2i, 2i+1)` of row j are rotated by `positions[j] * w_i`, with the frequencies of
-    `sinusoid_table`. Norms are kept, and the dot product of a query rotated for position m with a key rotated for
-    position n depends on the positions only through n - m. The angles are computed in float64 on the CPU; for
-    repeated use, `RotaryEmbedding` computes them once."""
+    """Rotary position embedding (Su et al., 2021) of queries or keys `x` `(..., seq, dim)` at integer `positions`
+    `(seq,)`: features `(2i, 2i+1)` of row j are rotated by `positions[j] * w_i`, with `sinusoid_table`'s frequencies,
+    so that q_m . k_n depends on the positions only through n - m. Angles in float64 on the CPU."""
     _check_rotary_width(x.size(-1))
     if positions.shape != (x.size(-2),):
         raise ValueError(f"positions must hold one position per row of x, shape ({x.size(-2)},), got "
@@ -95,6 +88,7 @@ def apply_rotary(x: Tensor, positions: Tensor) -> Tensor:
     cos, sin = (f(angle).to(x.dtype).to(x.device) for f in (torch.cos, torch.sin))
     return _rotate_pairs(x, cos, sin)
 
+# %% ../nbs/02_positional_encoding.ipynb #94b20b54
 class RotaryEmbedding(nn.Module):
     """Rotary position embedding with the cosines and sines computed once for `max_len` positions of width `dim` (one
     head's `d_k`): `forward(x, start=0)` rotates `x` `(..., seq, dim)` for positions `start .. start+seq-1`."""
