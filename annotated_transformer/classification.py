@@ -83,7 +83,7 @@ class ClassificationBatch(Batch):
         "The summed loss of the batch; `model` may be wrapped (DDP, `torch.compile`)."
         return criterion(model(self.src, self.src_mask), self.labels)
 
-# %% ../nbs/10_classification.ipynb #5ad354fd
+# %% ../nbs/10_classification.ipynb #d806486b
 def length_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
     "Indices sorted by length and cut into batches of at most `max_tokens` padded tokens (for evaluation)."
     return TokenBudgetSampler(list(lengths), max_tokens, shuffle=False).batches()

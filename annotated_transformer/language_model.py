@@ -79,7 +79,7 @@ def random_windows(data: Tensor, context: int, batch_size: int, generator: torch
     win = data[idx]
     return TextBatch(win[:, :-1], win[:, 1:])
 
-# %% ../nbs/11_language_model.ipynb #3fcd45fb
+# %% ../nbs/11_language_model.ipynb #9aca9db4
 @torch.no_grad()
 def corpus_loss(model: LanguageModel, data: Tensor, context: int, n: int | None = None, batch_size: int = 64,
                 device=None) -> tuple[float, int]:
