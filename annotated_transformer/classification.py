@@ -1,4 +1,4 @@
-"""An encoder-only Transformer that reads an IMDb review and says whether it is positive: pooling, subword tokens, truncation, and a real run against published figures.
+"""An encoder-only Transformer that reads an IMDb review and says whether it is positive: pooling, the padding mask, subword tokens and truncation, and the trained model beside published figures.
 
 Docs: https://annotated-transformer.github.io/annotated-transformer/classification.html.md"""
 
@@ -28,8 +28,23 @@ from .data import (PAD, BOS, UNK, load_imdb, IMDB_LABELS, train_tokenizer, load_
 from .tasks import register_task, task_settings, save_task_settings
 
 # %% auto #0
-__all__ = ['IMDB_PRESETS', 'clean_review', 'truncate_ids', 'encode_reviews', 'ClassificationBatch', 'length_batches',
-           'classify_ids', 'ImdbTask']
+__all__ = ['IMDB_PRESETS', 'write_fake_imdb', 'clean_review', 'truncate_ids', 'encode_reviews', 'ClassificationBatch',
+           'length_batches', 'classify_ids', 'ImdbTask']
+
+# %% ../nbs/10_classification.ipynb #62982739
+def write_fake_imdb(folder: str | Path, n_train: int = 300, n_test: int = 60, seed: int = 0) -> Path:
+    "A small aclImdb/ folder of made-up reviews: filler words, plus 'excellent' in a positive one, 'dreadful' in a negative one."
+    rng = np.random.default_rng(seed)
+    filler = "the a film movie plot actor scene story and but it was very this that with of".split()
+    root = Path(folder) / "aclImdb"
+    for split, n in (("train", n_train), ("test", n_test)):
+        for label, word, rating in (("pos", "excellent", 8), ("neg", "dreadful", 2)):
+            d = root / split / label; d.mkdir(parents=True, exist_ok=True)
+            for i in range(n // 2):
+                words = list(rng.choice(filler, rng.integers(5, 40)))
+                words.insert(int(rng.integers(len(words) + 1)), word)
+                (d / f"{i}_{rating}.txt").write_text(" ".join(words) + "<br /><br />The end.", encoding="utf-8")
+    return root
 
 # %% ../nbs/10_classification.ipynb #6f9b370f
 def clean_review(text: str, lowercase: bool = True) -> str:
@@ -68,6 +83,7 @@ class ClassificationBatch(Batch):
         "The summed loss of the batch; `model` may be wrapped (DDP, `torch.compile`)."
         return criterion(model(self.src, self.src_mask), self.labels)
 
+# %% ../nbs/10_classification.ipynb #d806486b
 def length_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
     "Indices sorted by length and cut into batches of at most `max_tokens` padded tokens (for evaluation)."
     return TokenBudgetSampler(list(lengths), max_tokens, shuffle=False).batches()

@@ -1,4 +1,4 @@
-"""A decoder-only Transformer trained on random windows of a text: the causal mask, loss in nats and bits, sampling with the key/value cache, and a real run on tiny-shakespeare.
+"""A decoder-only Transformer trained on random windows of a text: the causal mask, loss in nats and bits, sampling with the key/value cache, and the trained model on tiny-shakespeare.
 
 Docs: https://annotated-transformer.github.io/annotated-transformer/language_model.html.md"""
 
@@ -79,6 +79,7 @@ def random_windows(data: Tensor, context: int, batch_size: int, generator: torch
     win = data[idx]
     return TextBatch(win[:, :-1], win[:, 1:])
 
+# %% ../nbs/11_language_model.ipynb #9aca9db4
 @torch.no_grad()
 def corpus_loss(model: LanguageModel, data: Tensor, context: int, n: int | None = None, batch_size: int = 64,
                 device=None) -> tuple[float, int]:

@@ -191,6 +191,7 @@ class Classifier(nn.Module):
     def forward(self, src: Tensor, src_mask: Tensor | None) -> Tensor:
         return self.head(self.features(src, src_mask))                # (batch, n_classes) log-probabilities
 
+# %% ../nbs/10_classification.ipynb #aba9ce6a
 def make_classifier(vocab: int, n_classes: int = 2, N: int = 2, d_model: int = 128, d_ff: int = 512, h: int = 4,
                     dropout: float = 0.1, *, pool: str = "mean", norm_first: bool = True, max_len: int = 512,
                     positional: str = "sinusoidal", embed_init: str = "normal",

@@ -1,4 +1,4 @@
-"""Weight averaging for the IMDb classifier, decided on validation alone (chapter 10, and the shipped `pretrained/imdb`):
+"""Weight averaging for the IMDb classifier, decided on validation alone (appendix 9g; the shipped `pretrained/imdb`):
 the validation accuracy of the averages of the kept checkpoints of a run over a few windows, beside each checkpoint
 alone. The test set is not read here.
 

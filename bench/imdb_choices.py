@@ -1,4 +1,4 @@
-"""The choices of chapter 10's classifier, made on the validation reviews only (the test set is never read here):
+"""The choices of chapter 10's classifier (reported in appendix 9g), made on the validation reviews only (the test set is never read here):
 
     python bench/imdb_choices.py --data-dir ../shared/data/imdb --steps 1000 --variant base \\
         --variant 'regularised:{"dropout": 0.3, "vocab_size": 8000}' --variant 'class-token:{"pool": "first"}'

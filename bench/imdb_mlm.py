@@ -1,4 +1,4 @@
-"""An experiment for chapter 10's classifier, not (yet) part of the library: masked-language-model pretraining on the
+"""An experiment for chapter 10's classifier (reported in appendix 9g), not part of the library: masked-language-model pretraining on the
 training reviews themselves (BERT's objective, Devlin et al. 2019, on no text but the 22,500 training reviews), then
 fine-tuning on their labels, in one run of the library's `train`:
 

@@ -1,11 +1,11 @@
 """The real runs of Part III, on this machine, timed from start to finish (data, tokenizer, training, evaluations):
 
-    python bench/part3_run.py imdb --data-dir ../shared/data/imdb            # chapter 10: test accuracy
-    python bench/part3_run.py shakespeare --data-dir ../shared/data/tinyshakespeare   # chapter 11: validation loss
+    python bench/part3_run.py imdb --data-dir ../shared/data/imdb            # appendix 9g (chapter 10): test accuracy
+    python bench/part3_run.py shakespeare --data-dir ../shared/data/tinyshakespeare   # appendix 9h (chapter 11): validation loss
 
 Training goes through the library's `train` (the same as `annotated-transformer train`), in `runs/part3-<task>`, with a
 checkpoint at every evaluation: a stopped run continues with `--resume`. At the end the script measures what the
-chapter shows and writes `bench/results/<task>_run-<machine>.json` (the chapter reads it) beside the training log.
+appendix shows and writes `bench/results/<task>_run-<machine>.json` (appendices 9g and 9h read it) beside the training log.
 Extra `train` settings: `--set key=value` (e.g. `--set max_steps=100` for a quick check)."""
 from __future__ import annotations
 
