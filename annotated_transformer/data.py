@@ -226,7 +226,7 @@ RESULT_FILES = {
     "train_throughput-nvidia-h100-80gb-hbm3.json":
         "d5774be261d151460e5875a7c9c966a3731ffff8370def40af0f24f68629c6d5",
     "attention_maps-multi30k-small.json":
-        "ac909738d88cf15f9b6905b89d22cc4bbab2127d30cadf7d098424ecc34e220e",
+        "68c05d80ce68e8d2cbe1b8b5495de617a567fbbf1f3ecb4c06463245029c94c9",
     "length_penalty-amd-epyc-2cores.json":
         "c27b812b95d0b5d285a29f4dde0e83133d45efa7091b5a45f0cc3d3be976978f",
     "imdb_run-amd-epyc-2cores.json":
