@@ -28,9 +28,11 @@ from .tasks import TASKS
 from .run import (TrainConfig, UsageError, Interrupted, load_config_file, train, evaluate, predict)
 from .translation import MULTI30K_PRESETS
 from .pretrained import PRETRAINED_FOR, PREFIX
+from .gpt2 import HFCheckpointError
 
 # %% auto #0
-__all__ = ['snapshots', 'average', 'OneLineParser', 'build_parser', 'config_from_args', 'main']
+__all__ = ['HF_PREFIX', 'snapshots', 'average', 'OneLineParser', 'build_parser', 'config_from_args', 'main', 'is_hf_checkpoint',
+           'generate_hf']
 
 # %% ../nbs/93_cli.ipynb #1c220a02
 def snapshots(out: str | Path) -> list[Path]:
@@ -136,7 +138,8 @@ def build_parser() -> argparse.ArgumentParser:
     c.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: auto")
     gn = sub.add_parser("generate", help="continue a prompt with a character language model")
     gn.add_argument("--checkpoint", default=PREFIX + PRETRAINED_FOR["generate"], metavar="DIR",
-                   help=f"a shakespeare, enwik8 or text checkpoint, or pretrained:NAME (default: the shipped {PREFIX + PRETRAINED_FOR['generate']})")
+                   help=f"a shakespeare, enwik8 or text checkpoint, pretrained:NAME (default: the shipped {PREFIX + PRETRAINED_FOR['generate']}), "
+                         f"or a Hugging Face GPT-2 or Llama model: hf:NAME (downloaded) or a folder of one (chapters 13 and 16)")
     gn.add_argument("--prompt", default="", help="the text to continue (default: a new line, or the vocabulary's first character)")
     gn.add_argument("--max-new-tokens", type=int, default=500, metavar="N", help="characters to add (default: 500)")
     gn.add_argument("--temperature", type=float, default=0.8, metavar="T", help="sampling temperature (default: 0.8)")
@@ -180,9 +183,13 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "generate":
             _positive(args, "max_new_tokens", "top_k")
             if not args.temperature > 0: raise UsageError(f"--temperature must be > 0, got {args.temperature}.")
-            for text in predict(args.checkpoint, [args.prompt], args.device, max_new_tokens=args.max_new_tokens,
-                                temperature=args.temperature, top_k=args.top_k, seed=args.seed):
-                print(text, flush=True)
+            if is_hf_checkpoint(args.checkpoint):
+                print(generate_hf(args.checkpoint, args.prompt, args.max_new_tokens, args.temperature, args.top_k,
+                                  args.seed, args.device), flush=True)
+            else:
+                for text in predict(args.checkpoint, [args.prompt], args.device, max_new_tokens=args.max_new_tokens,
+                                    temperature=args.temperature, top_k=args.top_k, seed=args.seed):
+                    print(text, flush=True)
         else:
             _positive(args, "beam", "batch_size", "max_len")
             sentences = args.sentences or [s.strip() for s in sys.stdin if s.strip()]
@@ -191,9 +198,44 @@ def main(argv: list[str] | None = None) -> int:
                 print(line, flush=True)
     except UsageError as e:
         parser.exit(2, f"{parser.prog}: error: {e}\n")
-    except (CheckpointError, DataError, FileNotFoundError, ConnectionError) as e:
+    except (CheckpointError, DataError, FileNotFoundError, ConnectionError, HFCheckpointError) as e:
         parser.exit(1, f"{parser.prog}: error: {e}\n")
     except KeyboardInterrupt as e:
         code = 128 + e.signum if isinstance(e, Interrupted) else 130
         parser.exit(code, f"{parser.prog}: {e if isinstance(e, Interrupted) else 'interrupted'}\n")
     return 0
+
+# %% ../nbs/93_cli.ipynb #b06382cb
+HF_PREFIX = "hf:"
+
+def is_hf_checkpoint(spec: str | os.PathLike) -> bool:
+    "`hf:NAME_OR_FOLDER`, or a folder whose `config.json` is a Hugging Face one (it names a `model_type`)."
+    if str(spec).startswith(HF_PREFIX): return True
+    cfg = Path(spec) / "config.json"
+    try: return cfg.is_file() and "model_type" in json.loads(cfg.read_text(encoding="utf-8"))
+    except (ValueError, OSError): return False
+
+def generate_hf(spec: str | os.PathLike, prompt: str, max_new_tokens: int, temperature: float = 0.8,
+                top_k: int | None = None, seed: int | None = None, device: str = "auto") -> str:
+    """The prompt and its continuation by the Hugging Face model `spec` (`hf:NAME` or a folder): read by
+    `modern.load_hf`, the prompt encoded by its `tokenizer.json`, continued by `language_model.generate`."""
+    import torch
+    from tokenizers import Tokenizer
+    from annotated_transformer.gpt2 import hf_folder
+    from annotated_transformer.modern import load_hf
+    from annotated_transformer.language_model import generate
+    from annotated_transformer.run import resolve_device
+    folder = hf_folder(str(spec).removeprefix(HF_PREFIX))
+    tok_file = folder / "tokenizer.json"
+    if not tok_file.is_file():
+        raise HFCheckpointError(f"{tok_file} not found: the model's tokenizer is needed to read the prompt.")
+    tok, dev = Tokenizer.from_file(str(tok_file)), resolve_device(device)
+    ids = tok.encode(prompt).ids
+    if not ids:                    # an empty prompt: start from the model's beginning-of-text token, if it names one
+        bos = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("bos_token_id")
+        if bos is None: raise UsageError("this model names no beginning-of-text token: give a --prompt.")
+        ids = [bos]
+    model = load_hf(folder).to(dev).eval()
+    g = None if seed is None else torch.Generator(dev).manual_seed(seed)
+    out = generate(model, torch.tensor([ids], device=dev), max_new_tokens, temperature, top_k, generator=g)
+    return tok.decode(out[0].tolist())
