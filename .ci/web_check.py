@@ -2,7 +2,7 @@
 
 Builds the site (or takes `--site DIR`), serves it on 127.0.0.1, opens `translate.html`, `classify.html` and
 `generate.html?top_k=1&n=...` with `?text=` for each of the inputs below, waits until the page says it is done, and
-compares its `output` element with what `annotated-transformer translate` (greedy), `classify` and
+compares its `output` element with what `annotated-transformer translate` (greedy, and `--beam 4` on a few), `classify` and
 `generate --top-k 1` print: translations and generations must be identical, labels identical and probabilities
 within 0.001. Writes the page load times and the translation's milliseconds per token to
 `bench/results/web-<machine>.json` and a screenshot of each page to `bench/results/web-<page>-chromium.png`.
@@ -46,6 +46,7 @@ REVIEWS = ["A moving film, beautifully acted, with a script that never talks dow
 PROMPTS = ["ROMEO:", "JULIET:\nO Romeo", "First Citizen:\n", "KING HENRY:\nNow", "To be, or not", "HAMLET:\n",
            "The king is dead", "MENENIUS:\nWhat", "Enter", "LADY MACBETH:\nOut"]
 N_CHARS = 120
+BEAM_INPUTS = 4   # the first sentences, also translated with beam search (4 beams)
 
 
 class Chromium:
@@ -155,11 +156,13 @@ def main() -> int:
     problems, record = [], {}
     try:
         want_tr = cli("translate", *GERMAN).splitlines()
+        want_beam = cli("translate", "--beam", "4", *GERMAN[:BEAM_INPUTS]).splitlines()
         want_cl = cli("classify", *REVIEWS).splitlines()
         want_gen = [cli("generate", "--prompt", p, "--top-k", "1", "--max-new-tokens", str(N_CHARS))[:-1] for p in PROMPTS]
         q = lambda s: urllib.parse.quote(s, safe="")
         got = {"translate": [browser.open(f"{base}/translate.html?text={q(s)}") for s in GERMAN]}
         if not a.no_save: browser.screenshot(a.results / "web-translate-chromium.png")
+        got_beam = [browser.open(f"{base}/translate.html?beam=4&text={q(s)}") for s in GERMAN[:BEAM_INPUTS]]
         got["classify"] = [browser.open(f"{base}/classify.html?text={q(s)}") for s in REVIEWS]
         if not a.no_save: browser.screenshot(a.results / "web-classify-chromium.png")
         got["generate"] = [browser.open(f"{base}/generate.html?top_k=1&n={N_CHARS}&text={q(p)}") for p in PROMPTS]
@@ -169,7 +172,8 @@ def main() -> int:
     finally:
         browser.close(); srv.shutdown()
     problems += [f"{k}: {p['note']}" for k, v in got.items() for p in v if p["state"] == "error"][:3]
-    for name, want, pages in (("translate", want_tr, got["translate"]), ("generate", want_gen, got["generate"])):
+    for name, want, pages in (("translate", want_tr, got["translate"]), ("translate --beam 4", want_beam, got_beam),
+                              ("generate", want_gen, got["generate"])):
         same = sum(p["output"] == w for p, w in zip(pages, want))
         print(f"web check: {name}: {same}/{len(want)} outputs identical to the command line's")
         problems += [f"{name}: page {p['output']!r} != command line {w!r}" for p, w in zip(pages, want) if p["output"] != w]
@@ -195,9 +199,11 @@ def main() -> int:
                   "load_ms_median": {k: ms(statistics.median(p["loadMs"] for p in v)) for k, v in got.items()},
                   "translate_ms_per_token": [ms(p["msPerToken"]) for p in got["translate"]],
                   "translate_ms_per_token_median": ms(statistics.median(p["msPerToken"] for p in got["translate"])),
+                  "beam4_ms_per_step": [ms(p["msPerToken"]) for p in got_beam],
                   "identical": {"translate": sum(p["output"] == w for p, w in zip(got["translate"], want_tr)),
+                                "translate_beam4": sum(p["output"] == w for p, w in zip(got_beam, want_beam)),
                                 "classify_labels": labels, "generate": sum(p["output"] == w for p, w in zip(got["generate"], want_gen))},
-                  "inputs": {"translate": len(GERMAN), "classify": len(REVIEWS), "generate": len(PROMPTS)},
+                  "inputs": {"translate": len(GERMAN), "translate_beam4": BEAM_INPUTS, "classify": len(REVIEWS), "generate": len(PROMPTS)},
                   "note": "load_ms: from the request of the page to a ready model (the browser's cache is warm after "
                           "the first page); a shared machine under load: timings are indicative"}
         out = a.results / f"web-{slug}.json"
