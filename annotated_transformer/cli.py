@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
     "The `annotated-transformer` parser with its `train`, `eval`, `translate`, `classify`, `generate` and `average` subcommands."
     p = OneLineParser(prog="annotated-transformer",
                       description="Train and evaluate the Annotated Transformer's tasks.")
-    sub = p.add_subparsers(dest="command", required=True, metavar="{train,eval,translate,classify,generate,average}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="{train,eval,translate,classify,generate,average,web}")
     S = argparse.SUPPRESS   # an option not given stays absent, so that --config's value (or the default) holds
     t = sub.add_parser("train", help="train a task until it reaches its target, saving checkpoints", argument_default=S)
     t.add_argument("--config", metavar="FILE", help="settings from a TOML or JSON file; flags override them")
@@ -146,6 +146,8 @@ def build_parser() -> argparse.ArgumentParser:
     gn.add_argument("--top-k", type=int, metavar="K", help="sample among the K most likely characters (default: all)")
     gn.add_argument("--seed", type=int, metavar="S", help="seed of the draws (default: a fresh one)")
     gn.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: auto")
+    wb = sub.add_parser("web", help="write the book's models as in-browser pages (ONNX Runtime Web) into a new folder")
+    wb.add_argument("--out", required=True, metavar="DIR", help="a new or empty folder; serve it with any static web server")
     return p
 
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
@@ -176,6 +178,11 @@ def main(argv: list[str] | None = None) -> int:
         elif args.command == "average":
             r = average(args.checkpoints, args.out)
             print(f"averaged {len(r['averaged'])} checkpoints (steps {r['steps']}) into {r['out']}", flush=True)
+        elif args.command == "web":
+            from annotated_transformer.web import build_site       # ONNX export: imported only for this verb
+            r = build_site(args.out)
+            print(f"wrote {len(r['files'])} files, {r['bytes'] / 1e6:.1f} MB, to {args.out}: translate.html, classify.html, "
+                  f"generate.html (serve the folder over HTTP, e.g. python -m http.server -d {args.out})", flush=True)
         elif args.command == "classify":
             texts = args.texts or [s.strip() for s in sys.stdin if s.strip()]
             if not texts: raise UsageError("no texts to classify: give them as arguments, or one per line on standard input.")
@@ -198,7 +205,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(line, flush=True)
     except UsageError as e:
         parser.exit(2, f"{parser.prog}: error: {e}\n")
-    except (CheckpointError, DataError, FileNotFoundError, ConnectionError, HFCheckpointError) as e:
+    except (CheckpointError, DataError, FileNotFoundError, FileExistsError, ConnectionError, HFCheckpointError) as e:
         parser.exit(1, f"{parser.prog}: error: {e}\n")
     except KeyboardInterrupt as e:
         code = 128 + e.signum if isinstance(e, Interrupted) else 130
