@@ -6,16 +6,13 @@ Docs: https://annotated-transformer.github.io/annotated-transformer/training.htm
 
 # %% ../nbs/06_training.ipynb #2003a9f4
 from __future__ import annotations
-
 import math
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
-
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from tqdm import tqdm
-
 from .attention import subsequent_mask
 from .embeddings import check_token_ids, id_checks_off
 from .model import EncoderDecoder, select_cache_rows
@@ -42,30 +39,31 @@ class Batch:
             self._tgt_mask: Tensor | None = None
 
     @property
-    def tgt_mask(self) -> Tensor:
-        "Padding & causal mask `(batch, tgt_len - 1, tgt_len - 1)` of the decoder input, made on first use."
+    def tgt_mask(self) -> Tensor:   # padding & causal mask (batch, tgt_len - 1, tgt_len - 1), made on first use
         if self._tgt_mask is None: self._tgt_mask = self.make_std_mask(self.tgt, self.pad)
         return self._tgt_mask
 
-    def check(self, src_vocab: int, tgt_vocab: int) -> Batch:
-        "Check every id against the vocabularies (`check_token_ids`) once, here, instead of inside the model."
-        check_token_ids(self.src, src_vocab, "source tokens")
-        if hasattr(self, "tgt"): check_token_ids(torch.cat([self.tgt[:, :1], self.tgt_y], 1), tgt_vocab, "target tokens")
-        return self
-
     @staticmethod
-    def make_std_mask(tgt: Tensor, pad: int) -> Tensor:
-        "Padding mask & causal mask `(batch, t, t)`: position i may attend to the non-padding positions j <= i."
+    def make_std_mask(tgt: Tensor, pad: int) -> Tensor:   # (batch, t, t): i may see the non-padding j <= i
         return (tgt != pad).unsqueeze(-2) & subsequent_mask(tgt.size(-1), device=tgt.device)
 
-    def to(self, device) -> Batch:
-        "Move every tensor to `device` (in place; to a GPU through pinned memory, without blocking); returns the batch."
-        if device is None: return self
-        device = torch.device(device); pin = device.type == "cuda" and torch.cuda.is_available()
-        for k, v in vars(self).items():
-            if isinstance(v, Tensor) and v.device != device:
-                setattr(self, k, (v.pin_memory() if pin and v.device.type == "cpu" else v).to(device, non_blocking=True))
-        return self
+# %% ../nbs/06_training.ipynb #9d0998dd
+def _check(self, src_vocab: int, tgt_vocab: int) -> Batch:
+    "Check every id against the vocabularies (`check_token_ids`) once, here, instead of inside the model."
+    check_token_ids(self.src, src_vocab, "source tokens")
+    if hasattr(self, "tgt"): check_token_ids(torch.cat([self.tgt[:, :1], self.tgt_y], 1), tgt_vocab, "target tokens")
+    return self
+
+def _to(self, device) -> Batch:
+    "Move every tensor to `device` (in place; to a GPU through pinned memory, without blocking); returns the batch."
+    if device is None: return self
+    device = torch.device(device); pin = device.type == "cuda" and torch.cuda.is_available()
+    for k, v in vars(self).items():
+        if isinstance(v, Tensor) and v.device != device:
+            setattr(self, k, (v.pin_memory() if pin and v.device.type == "cpu" else v).to(device, non_blocking=True))
+    return self
+
+Batch.check, Batch.to = _check, _to   # engineering for the runner (chapter 92): id checks, moves to the device
 
 # %% ../nbs/06_training.ipynb #2b0e7798
 def rate(step: int, model_size: int, factor: float, warmup: int) -> float:
@@ -77,24 +75,21 @@ def rate(step: int, model_size: int, factor: float, warmup: int) -> float:
 def noam_optimizer(model: nn.Module, model_size: int, factor: float = 1.0, warmup: int = 4000
                    ) -> tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
     "Adam(betas=(0.9, 0.98), eps=1e-9) with a `LambdaLR` that sets the learning rate to `rate(step, ...)`."
-    kinds = {p.device.type for p in model.parameters()}
-    fused = len(kinds) == 1 and kinds <= {"cpu", "cuda"}        # one kernel for all parameters where it exists
-    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9, fused=fused or None)  # lr = rate
+    kinds = {p.device.type for p in model.parameters()}   # fused: one kernel for all parameters, where it exists
+    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9,   # lr=1: LambdaLR sets the rate
+                           fused=len(kinds) == 1 and kinds <= {"cpu", "cuda"} or None)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: rate(step, model_size, factor, warmup))
     return opt, sched
 
 # %% ../nbs/06_training.ipynb #36c015e5
 class LabelSmoothing(nn.Module):
-    """KL divergence, summed over positions, from the label-smoothed target q to the model's log-probabilities `x`
-    `(n, size)`: q = `1 - smoothing` on the correct class, `smoothing / (size - 2)` on every other class but padding,
-    0 on padding; positions whose target is padding count 0. Reads `x` only where q has mass."""
+    """Summed KL divergence from the smoothed target q (`1 - smoothing` on the correct class, `smoothing / (size - 2)`
+    on the others but padding) to log-probabilities `x` `(n, size)`; padding targets count 0."""
     def __init__(self, size: int, padding_idx: int, smoothing: float = 0.0):
         super().__init__()
-        if not 0.0 <= smoothing < 1.0: raise ValueError(f"smoothing must be in [0, 1), got {smoothing}.")
-        if smoothing > 0 and size < 3:
-            raise ValueError(f"label smoothing spreads its mass over size - 2 classes, so size must be >= 3, got {size}.")
-        if not 0 <= padding_idx < size:
-            raise ValueError(f"padding_idx={padding_idx} is outside the vocabulary [0, {size}).")
+        if not (0.0 <= smoothing < 1.0 and 0 <= padding_idx < size and (smoothing == 0 or size >= 3)):
+            raise ValueError(f"need 0 <= smoothing < 1, 0 <= padding_idx < size and size >= 3 when smoothing; got "
+                             f"smoothing={smoothing}, padding_idx={padding_idx}, size={size}.")
         self.size, self.padding_idx, self.smoothing = size, padding_idx, smoothing
         self.confidence = 1.0 - smoothing                                  # q at the target
         self.spread = smoothing / (size - 2) if smoothing > 0 else 0.0     # s: q at each other non-padding class
@@ -104,15 +99,13 @@ class LabelSmoothing(nn.Module):
     def target_distribution(self, target: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
         "The smoothed distribution q `(n, size)` for the class ids `target` `(n,)`, written out (figures, tests)."
         dist = torch.full((target.size(0), self.size), self.spread, dtype=dtype, device=target.device)
-        dist.scatter_(1, target.unsqueeze(1), self.confidence)
-        dist[:, self.padding_idx] = 0.0
+        dist.scatter_(1, target.unsqueeze(1), self.confidence)[:, self.padding_idx] = 0.0
         return dist.masked_fill_((target == self.padding_idx).unsqueeze(1), 0.0)   # padding positions: no mass
 
     def forward(self, x: Tensor, target: Tensor) -> Tensor:
         "`x`: log-probabilities `(n, size)`; `target`: class ids `(n,)`. Returns the summed KL, a scalar."
         if x.dim() != 2 or x.size(1) != self.size:
-            raise ValueError(f"expected log-probabilities of shape (n, {self.size}), got {tuple(x.shape)}; "
-                             f"flatten (batch, seq, vocab) to (batch * seq, vocab) first.")
+            raise ValueError(f"expected log-probabilities (n, {self.size}), got {tuple(x.shape)}: flatten them first.")
         pad = self.padding_idx
         if x.requires_grad:   # training: the same KL, its gradient written out (Appendix: training recipes)
             return smoothed_kl(x, target, self.confidence, self.spread, pad, self.neg_entropy)
@@ -126,10 +119,8 @@ class LabelSmoothing(nn.Module):
 @dataclass
 class TrainState:
     "Counters that a run carries from epoch to epoch and into its checkpoints."
-    step: int = 0        # optimizer steps taken
-    micro_step: int = 0  # batches seen (forward and backward passes)
-    samples: int = 0     # sequences seen
-    tokens: int = 0      # target tokens seen (padding excluded)
+    step: int = 0; micro_step: int = 0   # optimizer steps taken; batches seen (forward and backward passes)
+    samples: int = 0; tokens: int = 0    # sequences seen; target tokens seen (padding excluded)
 
 def batch_loss(model: EncoderDecoder, batch: Batch, criterion: nn.Module) -> Tensor:
     "Teacher-forced forward pass: the loss summed over the batch's target tokens (a scalar)."
@@ -152,9 +143,8 @@ def train_step(model: EncoderDecoder, batches: list[Batch], criterion: nn.Module
         loss = batch_loss(model, b, criterion)
         (loss / total).backward()                          # gradients add up in .grad
         loss_sum = loss_sum + loss.detach()
-    grads = [p.grad for p in model.parameters() if p.grad is not None]
-    norm = (nn.utils.clip_grad_norm_(model.parameters(), clip_norm) if clip_norm is not None
-            else nn.utils.get_total_norm(grads) if return_norm else None)
+    norm = (nn.utils.clip_grad_norm_(model.parameters(), clip_norm) if clip_norm is not None else   # before clipping
+            nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None]) if return_norm else None)
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     if scheduler is not None: scheduler.step()           # once per optimizer step, not per micro-batch
@@ -169,8 +159,8 @@ def run_epoch(batches: Iterable[Batch], model: EncoderDecoder, criterion: nn.Mod
     """Train (every `accum_steps` batches make one optimizer step) or evaluate (`mode="eval"`) on `batches`. Returns
     the mean loss per target token and `state`. Training ends when `batches` runs out, at `max_steps`, or when
     `callback(state, loss_per_token)` returns True."""
-    if mode not in ("train", "eval"): raise ValueError(f"mode must be 'train' or 'eval', got {mode!r}.")
-    if mode == "train" and optimizer is None: raise ValueError("mode='train' needs an optimizer.")
+    if mode not in ("train", "eval") or (mode == "train" and optimizer is None):
+        raise ValueError(f"mode must be 'eval', or 'train' with an optimizer; got {mode!r}, optimizer={optimizer}.")
     state, total_loss, total_tokens = TrainState() if state is None else state, 0.0, 0
     if mode == "eval":
         model.eval()
@@ -216,8 +206,7 @@ def unwrap_model(model: nn.Module) -> nn.Module:
 def greedy_decode(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len: int, start_symbol: int,
                   end_symbol: int | None = None, *, pad_symbol: int | None = None, use_cache: bool = True,
                   pick=None, static_cache: bool = True, drop_finished: bool = True) -> Tensor:
-    """Greedy decoding: `(batch, src_len)` -> `(batch, length <= max_len)` ids beginning with `start_symbol`; a row
-    that produced `end_symbol` emits `pad_symbol` (default `end_symbol`). Chapter 7 explains the other options."""
+    "Greedy decoding: `(batch, src_len)` -> `(batch, <= max_len)` ids; after `end_symbol` a row emits `pad_symbol`."
     if max_len < 1: raise ValueError(f"max_len must be >= 1 (it counts the start symbol), got {max_len}.")
     B, dev = src.size(0), src.device
     memory = model.encode(src, src_mask)                                       # (batch, src_len, d_model)
@@ -257,28 +246,22 @@ def greedy_decode(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, m
 def copy_task_batches(vocab: int = 11, batch_size: int = 80, n_batches: int | None = None, seq_len: int = 10, *,
                       generator: torch.Generator | None = None, device=None, start_symbol: int = 1,
                       pad: int = 0) -> Iterator[Batch]:
-    """Batches for the copy task: source = target = `start_symbol` followed by `seq_len - 1` random tokens from
-    [2, vocab). Endless when `n_batches` is None. Draws from `generator` (a CPU generator) for reproducibility."""
-    if vocab < 3: raise ValueError(f"the copy task needs vocab >= 3 (padding, start, payload), got {vocab}.")
-    if seq_len < 2: raise ValueError(f"seq_len must be >= 2 (the start symbol and one token), got {seq_len}.")
-    i = 0
-    while n_batches is None or i < n_batches:
+    "Source = target = `start_symbol`, then `seq_len - 1` random ids in [2, vocab); endless if `n_batches` is None."
+    if vocab < 3 or seq_len < 2: raise ValueError(f"the copy task needs vocab >= 3 and seq_len >= 2, got {vocab}, {seq_len}.")
+    for _ in range(n_batches) if n_batches is not None else iter(int, 1):
         data = torch.randint(2, vocab, (batch_size, seq_len), generator=generator)   # (batch, seq_len)
         data[:, 0] = start_symbol
         yield Batch(data, data, pad).to(device)   # counted on the CPU, then moved
-        i += 1
 
 @torch.no_grad()
 def copy_task_accuracy(model: EncoderDecoder, n: int = 1000, vocab: int = 11, seq_len: int = 10, *,
                        generator: torch.Generator | None = None, device=None, batch_size: int = 1000) -> float:
     "Exact match of greedy decoding on `n` fresh copy-task sequences: the fraction copied without any error."
-    was_training = model.training
+    was_training, correct, seen = model.training, 0, 0
     model.eval()
-    correct = seen = 0
     while seen < n:
-        m = min(batch_size, n - seen)
-        b = next(copy_task_batches(vocab, m, 1, seq_len, generator=generator, device=device))
+        b = next(copy_task_batches(vocab, min(batch_size, n - seen), 1, seq_len, generator=generator, device=device))
         out = greedy_decode(model, b.src, b.src_mask, seq_len, start_symbol=1)   # (m, seq_len)
-        correct += int((out == b.src).all(dim=1).sum()); seen += m
+        correct += int((out == b.src).all(dim=1).sum()); seen += b.src.size(0)
     model.train(was_training)
     return correct / n
