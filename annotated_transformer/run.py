@@ -17,19 +17,21 @@ import signal
 import sys
 import threading
 import time
+from contextlib import nullcontext
 from dataclasses import dataclass, asdict, fields
 from pathlib import Path
 
 import numpy as np
 import torch
 import torch.distributed as dist
+from torch import nn, Tensor
 from torch.nn.parallel import DistributedDataParallel as DDP
 from tqdm import tqdm
 
 from .embeddings import id_checks_off
 from .utils import default_device
 from .model import EncoderDecoder, count_parameters
-from .training import TrainState, noam_optimizer, train_step, autocast_context, PRECISIONS
+from .training import Batch, TrainState, noam_optimizer, batch_loss, PRECISIONS
 from .checkpoint import (CheckpointError, load_model, load_config, save_model,
     save_training_state, load_training_state, save_checkpoint_unit, checkpoint_units, resolve_checkpoint, atomic_write)
 from .tasks import TASKS, make_task, task_from_checkpoint
@@ -38,7 +40,7 @@ from .pretrained import pretrained_dir, resolve_model
 from . import translation, classification, language_model   # register their tasks  # noqa: F401
 
 # %% auto #0
-__all__ = ['TASK_SETTINGS', 'RESUMED', 'RUN_DEFAULTS', 'PARAM_DIGEST_ENV', 'RUN_FILES', 'TrainConfig', 'UsageError', 'Interrupted', 'load_config_file', 'check_config', 'resolve_device', 'bf16_supported', 'check_precision', 'stream_seed', 'param_digest', 'init_distributed', 'agree', 'StopSignals', 'prepare_out', 'train', 'load_trained', 'evaluate', 'predict', 'load_pretrained']
+__all__ = ['TASK_SETTINGS', 'RESUMED', 'RUN_DEFAULTS', 'PARAM_DIGEST_ENV', 'RUN_FILES', 'TrainConfig', 'UsageError', 'Interrupted', 'load_config_file', 'check_config', 'autocast_context', 'micro_step', 'train_step', 'resolve_device', 'bf16_supported', 'check_precision', 'stream_seed', 'param_digest', 'init_distributed', 'agree', 'StopSignals', 'prepare_out', 'train', 'load_trained', 'evaluate', 'predict', 'load_pretrained']
 
 # %% ../nbs/92_run.ipynb #b46c5bb5
 @dataclass
@@ -130,6 +132,61 @@ def check_config(cfg: TrainConfig) -> None:
     if cfg.precision not in PRECISIONS:
         raise UsageError(f"--precision must be one of {', '.join(PRECISIONS)}, got {cfg.precision!r}.")
     if cfg.resume and cfg.overwrite: raise UsageError("--resume continues the run in --out, --overwrite replaces it: choose one.")
+
+# %% ../nbs/92_run.ipynb #35895615
+def autocast_context(device_type: str, precision: str = "fp32"):
+    """The context that runs a forward pass in `precision` on `device_type` ("cpu", "cuda"): `torch.autocast` for
+    bf16/fp16 (matrix products in half precision, reductions such as softmax and the loss in fp32), nothing for fp32."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}.")
+    if precision == "fp16" and device_type == "cpu":
+        raise ValueError("precision='fp16' is not supported on the CPU (no loss scaling there, slow fp16 kernels); "
+                         "use precision='bf16' or 'fp32'.")
+    if precision == "fp32": return nullcontext()
+    return torch.autocast(device_type, dtype=PRECISIONS[precision])
+
+def micro_step(model: nn.Module, batch: Batch, criterion: nn.Module, total: int, *, precision: str = "fp32",
+               scaler: torch.amp.GradScaler | None = None, sync: bool = True) -> Tensor:
+    """Forward and backward on one micro-batch whose loss counts `1 / total` of the step's; returns the detached
+    summed loss, on the device. `sync=False` skips DDP's gradient all-reduce (`no_sync`)."""
+    ctx = model.no_sync() if not sync and hasattr(model, "no_sync") else nullcontext()
+    with ctx:                                            # DDP: all-reduce the gradients once, after the last one
+        with autocast_context(batch.src.device.type, precision):
+            loss = batch_loss(model, batch, criterion)   # fp32 (log-softmax and the loss run in fp32)
+        scaled = loss / total
+        (scaler.scale(scaled) if scaler is not None else scaled).backward()   # gradients add up
+    return loss.detach()
+
+# %% ../nbs/92_run.ipynb #a842ab8d
+def train_step(model: nn.Module, batches: list[Batch], criterion: nn.Module, optimizer: torch.optim.Optimizer,
+               scheduler=None, clip_norm: float | None = None, *, precision: str = "fp32",
+               scaler: torch.amp.GradScaler | None = None, return_norm: bool = False):
+    """Chapter 6's `train_step` (one optimizer step over the micro-batches `batches`, returning the summed loss on the
+    device and the target tokens, and the gradient norm if `return_norm`) with `precision` ("fp32", "bf16", "fp16";
+    fp16 needs a `GradScaler` in `scaler`) and DDP's all-reduce on the last micro-batch only."""
+    total = sum(b.ntokens for b in batches)             # ints counted on the CPU when the batches were built
+    if total == 0: raise ValueError("these batches hold no target tokens (all padding); nothing to learn from.")
+    autocast_context(batches[0].src.device.type, precision)   # validates the precision before any work
+    if precision == "fp16" and scaler is None:
+        raise ValueError("precision='fp16' needs loss scaling: pass scaler=torch.amp.GradScaler('cuda').")
+    loss_sum = None
+    for i, b in enumerate(batches):
+        loss = micro_step(model, b, criterion, total, precision=precision, scaler=scaler, sync=i == len(batches) - 1)
+        loss_sum = loss if loss_sum is None else loss_sum + loss
+    if scaler is not None: scaler.unscale_(optimizer)   # true gradients before clipping
+    norm = None
+    if clip_norm is not None:
+        norm = nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
+    elif return_norm:
+        norm = nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
+    if scaler is not None:
+        scaler.step(optimizer)                           # skipped when a gradient is inf/NaN
+        scaler.update()
+    else:
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    if scheduler is not None: scheduler.step()        # once per optimizer step, not per micro-batch
+    return (loss_sum, total, norm) if return_norm else (loss_sum, total)
 
 # %% ../nbs/92_run.ipynb #07327ec4
 def resolve_device(name: str) -> torch.device:

@@ -1,4 +1,4 @@
-"""Batches and masks, Adam with the Noam schedule, label smoothing, a training loop with gradient accumulation, greedy decoding, and a first model that learns to copy its input.
+"""Batches and masks, Adam with the Noam schedule, label smoothing, the training loop with gradient accumulation, greedy decoding, and a first model that learns to copy its input.
 
 Docs: https://annotated-transformer.github.io/annotated-transformer/training.html.md"""
 
@@ -6,35 +6,26 @@ Docs: https://annotated-transformer.github.io/annotated-transformer/training.htm
 
 # %% ../nbs/06_training.ipynb #2003a9f4
 from __future__ import annotations
-
 import math
-import time
-from contextlib import nullcontext
 from dataclasses import dataclass
 from typing import Callable, Iterable, Iterator
-
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 from tqdm import tqdm
-
 from .attention import subsequent_mask
 from .embeddings import check_token_ids, id_checks_off
 from .model import EncoderDecoder, select_cache_rows
+from .smoothing import smoothed_kl
 
 # %% auto #0
-__all__ = ['PRECISIONS', 'Batch', 'rate', 'noam_optimizer', 'LabelSmoothing', 'TrainState', 'autocast_context', 'unwrap_model',
-           'batch_loss', 'micro_step', 'train_step', 'run_epoch', 'greedy_decode', 'copy_task_batches',
-           'copy_task_accuracy']
+__all__ = ['PRECISIONS', 'Batch', 'rate', 'noam_optimizer', 'LabelSmoothing', 'TrainState', 'batch_loss', 'train_step',
+           'run_epoch', 'unwrap_model', 'greedy_decode', 'copy_task_batches', 'copy_task_accuracy']
 
 # %% ../nbs/06_training.ipynb #e09be47b
 class Batch:
-    """A batch of source and target ids with their masks, for teacher-forced training (pad = `pad`).
-
-    Build it on the CPU and then move it (`.to(device)`): the counts below are read there, where reading a number
-    costs nothing, instead of making a GPU wait. `tgt_mask` is made when first asked for; the training loop does not
-    ask when the targets are right-padded (`right_padded`), because the causal mask alone then gives the same loss
-    and lets attention use its fastest kernel (`is_causal`)."""
+    """Source and target ids with their masks, for teacher-forced training (pad = `pad`). Built on the CPU, where
+    counting costs nothing, then moved (`.to(device)`). `right_padded`: no real token follows padding in any row."""
     def __init__(self, src: Tensor, tgt: Tensor | None = None, pad: int = 0):
         self.src, self.pad = src, pad                             # (batch, src_len)
         self.src_mask = (src != pad).unsqueeze(-2)                # (batch, 1, src_len): True at real tokens
@@ -43,38 +34,36 @@ class Batch:
             self.tgt_y = tgt[:, 1:]                               # (batch, tgt_len - 1): what each position predicts
             real = self.tgt != pad                                # (batch, tgt_len - 1)
             self.ntokens = int((self.tgt_y != pad).sum())         # target tokens that count in the loss
-            # True when no real token follows a padding one in any row: then padding only ever sits after the
-            # real tokens, and no real query can see it under the causal mask
+            # then no real query can see padding under the causal mask alone (see `batch_loss`)
             self.right_padded = bool((real[:, 1:] <= real[:, :-1]).all()) if real.size(1) > 1 else True
             self._tgt_mask: Tensor | None = None
 
     @property
-    def tgt_mask(self) -> Tensor:
-        "Padding & causal mask `(batch, tgt_len - 1, tgt_len - 1)` of the decoder input, made on first use."
+    def tgt_mask(self) -> Tensor:   # padding & causal mask (batch, tgt_len - 1, tgt_len - 1), made on first use
         if self._tgt_mask is None: self._tgt_mask = self.make_std_mask(self.tgt, self.pad)
         return self._tgt_mask
 
-    def check(self, src_vocab: int, tgt_vocab: int) -> Batch:
-        "Check every id against the vocabularies (`check_token_ids`) once, here, instead of inside the model."
-        check_token_ids(self.src, src_vocab, "source tokens")
-        if hasattr(self, "tgt"): check_token_ids(torch.cat([self.tgt[:, :1], self.tgt_y], 1), tgt_vocab, "target tokens")
-        return self
-
     @staticmethod
-    def make_std_mask(tgt: Tensor, pad: int) -> Tensor:
-        "Padding mask & causal mask `(batch, t, t)`: position i may attend to the non-padding positions j <= i."
+    def make_std_mask(tgt: Tensor, pad: int) -> Tensor:   # (batch, t, t): i may see the non-padding j <= i
         return (tgt != pad).unsqueeze(-2) & subsequent_mask(tgt.size(-1), device=tgt.device)
 
-    def to(self, device) -> Batch:
-        """Move every tensor to `device` (in place); returns the batch. To a GPU the tensors go through pinned
-        memory, so the copies run beside the work already queued instead of blocking the Python thread."""
-        if device is None: return self
-        device = torch.device(device)
-        pin = device.type == "cuda" and torch.cuda.is_available()
-        for k, v in vars(self).items():
-            if isinstance(v, Tensor) and v.device != device:
-                setattr(self, k, (v.pin_memory() if pin and v.device.type == "cpu" else v).to(device, non_blocking=True))
-        return self
+# %% ../nbs/06_training.ipynb #9d0998dd
+def _check(self, src_vocab: int, tgt_vocab: int) -> Batch:
+    "Check every id against the vocabularies (`check_token_ids`) once, here, instead of inside the model."
+    check_token_ids(self.src, src_vocab, "source tokens")
+    if hasattr(self, "tgt"): check_token_ids(torch.cat([self.tgt[:, :1], self.tgt_y], 1), tgt_vocab, "target tokens")
+    return self
+
+def _to(self, device) -> Batch:
+    "Move every tensor to `device` (in place; to a GPU through pinned memory, without blocking); returns the batch."
+    if device is None: return self
+    device = torch.device(device); pin = device.type == "cuda" and torch.cuda.is_available()
+    for k, v in vars(self).items():
+        if isinstance(v, Tensor) and v.device != device:
+            setattr(self, k, (v.pin_memory() if pin and v.device.type == "cpu" else v).to(device, non_blocking=True))
+    return self
+
+Batch.check, Batch.to = _check, _to   # engineering for the runner (chapter 92): id checks, moves to the device
 
 # %% ../nbs/06_training.ipynb #2b0e7798
 def rate(step: int, model_size: int, factor: float, warmup: int) -> float:
@@ -85,96 +74,125 @@ def rate(step: int, model_size: int, factor: float, warmup: int) -> float:
 
 def noam_optimizer(model: nn.Module, model_size: int, factor: float = 1.0, warmup: int = 4000
                    ) -> tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
-    """Adam(betas=(0.9, 0.98), eps=1e-9) with a `LambdaLR` that sets the learning rate to `rate(step, ...)`. Adam is
-    fused (one kernel for all parameters, its step counters on the device, so it never reads a number back) when the
-    parameters are all on the CPU or all on one GPU."""
-    kinds = {p.device.type for p in model.parameters()}
-    fused = len(kinds) == 1 and kinds <= {"cpu", "cuda"}
-    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9, fused=fused or None)  # lr = rate
+    "Adam(betas=(0.9, 0.98), eps=1e-9) with a `LambdaLR` that sets the learning rate to `rate(step, ...)`."
+    kinds = {p.device.type for p in model.parameters()}   # fused: one kernel for all parameters, where it exists
+    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9,   # lr=1: LambdaLR sets the rate
+                           fused=len(kinds) == 1 and kinds <= {"cpu", "cuda"} or None)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: rate(step, model_size, factor, warmup))
     return opt, sched
 
-# %% ../nbs/06_training.ipynb #6c333b4f
-class _SmoothedKL(torch.autograd.Function):
-    """The loss of `LabelSmoothing` with its gradient written out: d loss / d x = -g * q, one `(n, V)` tensor
-    (autograd's own backward of the gather and the two slices fills and adds three such tensors)."""
-    @staticmethod
-    def forward(ctx, x: Tensor, target: Tensor, confidence: float, spread: float, pad: int, neg_entropy: float):
-        log_p_y = x.gather(1, target.unsqueeze(1)).squeeze(1)                     # (n,) log p of the target
-        loss = neg_entropy - (confidence - spread) * log_p_y                      # (n,)
-        if spread > 0:   # s * sum of log p over the non-padding classes; the padding column is never read
-            loss = loss - spread * (x[:, :pad].sum(-1) + x[:, pad + 1:].sum(-1))
-        real = target != pad
-        ctx.save_for_backward(target, real)
-        ctx.shape, ctx.consts = x.shape, (confidence, spread, pad)
-        return torch.where(real, loss, torch.zeros_like(loss)).sum()             # padding positions: 0
-
-    @staticmethod
-    def backward(ctx, g: Tensor):
-        target, real = ctx.saved_tensors
-        confidence, spread, pad = ctx.consts
-        w = g * real.to(g.dtype)                                                  # (n,): 0 at padding positions
-        grad = (-spread * w).unsqueeze(1).expand(ctx.shape).contiguous()          # -s on every class ...
-        grad[:, pad] = 0.0                                                        # ... but padding
-        grad.scatter_(1, target.unsqueeze(1), (-confidence * w).unsqueeze(1))     # -(1 - eps) on the target
-        return grad, None, None, None, None, None
-
+# %% ../nbs/06_training.ipynb #36c015e5
 class LabelSmoothing(nn.Module):
-    """KL divergence, summed over positions, from the label-smoothed target distribution to the model's
-    log-probabilities `x` `(n, size)`: `1 - smoothing` on the correct class, `smoothing / (size - 2)` on each other
-    class except padding, 0 on padding; positions whose target is padding count 0. Only log-probabilities where the
-    target has mass are read, so the loss stays finite even where the model assigns -inf elsewhere."""
+    """Summed KL divergence from the smoothed target q (`1 - smoothing` on the correct class, `smoothing / (size - 2)`
+    on the others but padding) to log-probabilities `x` `(n, size)`; padding targets count 0."""
     def __init__(self, size: int, padding_idx: int, smoothing: float = 0.0):
         super().__init__()
-        if not 0.0 <= smoothing < 1.0:
-            raise ValueError(f"smoothing must be in [0, 1), got {smoothing}.")
-        if smoothing > 0 and size < 3:
-            raise ValueError(f"label smoothing spreads its mass over size - 2 classes, so size must be >= 3, got {size}.")
-        if not 0 <= padding_idx < size:
-            raise ValueError(f"padding_idx={padding_idx} is outside the vocabulary [0, {size}).")
+        if not (0.0 <= smoothing < 1.0 and 0 <= padding_idx < size and (smoothing == 0 or size >= 3)):
+            raise ValueError(f"need 0 <= smoothing < 1, 0 <= padding_idx < size and size >= 3 when smoothing; got "
+                             f"smoothing={smoothing}, padding_idx={padding_idx}, size={size}.")
         self.size, self.padding_idx, self.smoothing = size, padding_idx, smoothing
-        self.confidence = 1.0 - smoothing
-        self.spread = smoothing / (size - 2) if smoothing > 0 else 0.0     # s: the mass of each other class
-        # c = sum_k q_k log q_k, the same for every non-padding position
-        self.neg_entropy = self.confidence * math.log(self.confidence) + (
+        self.confidence = 1.0 - smoothing                                  # q at the target
+        self.spread = smoothing / (size - 2) if smoothing > 0 else 0.0     # s: q at each other non-padding class
+        self.neg_entropy = self.confidence * math.log(self.confidence) + (  # c = sum_k q_k log q_k
             smoothing * math.log(self.spread) if smoothing > 0 else 0.0)
 
     def target_distribution(self, target: Tensor, dtype: torch.dtype = torch.float32) -> Tensor:
-        "The smoothed distribution `(n, size)` for the class ids `target` `(n,)` (for figures and tests)."
-        dist = torch.full((target.size(0), self.size), self.spread, dtype=dtype, device=target.device)  # (n, size)
-        dist.scatter_(1, target.unsqueeze(1), self.confidence)
-        dist[:, self.padding_idx] = 0.0
-        dist.masked_fill_((target == self.padding_idx).unsqueeze(1), 0.0)             # padding positions do not count
-        return dist
+        "The smoothed distribution q `(n, size)` for the class ids `target` `(n,)`, written out (figures, tests)."
+        dist = torch.full((target.size(0), self.size), self.spread, dtype=dtype, device=target.device)
+        dist.scatter_(1, target.unsqueeze(1), self.confidence)[:, self.padding_idx] = 0.0
+        return dist.masked_fill_((target == self.padding_idx).unsqueeze(1), 0.0)   # padding positions: no mass
 
     def forward(self, x: Tensor, target: Tensor) -> Tensor:
         "`x`: log-probabilities `(n, size)`; `target`: class ids `(n,)`. Returns the summed KL, a scalar."
         if x.dim() != 2 or x.size(1) != self.size:
-            raise ValueError(f"expected log-probabilities of shape (n, {self.size}), got {tuple(x.shape)}; "
-                             f"flatten (batch, seq, vocab) to (batch * seq, vocab) first.")
-        return _SmoothedKL.apply(x, target, self.confidence, self.spread, self.padding_idx, self.neg_entropy)
+            raise ValueError(f"expected log-probabilities (n, {self.size}), got {tuple(x.shape)}: flatten them first.")
+        pad = self.padding_idx
+        if x.requires_grad:   # training: the same KL, its gradient written out (Appendix: training recipes)
+            return smoothed_kl(x, target, self.confidence, self.spread, pad, self.neg_entropy)
+        log_p_y = x.gather(1, target.unsqueeze(1)).squeeze(1)                # (n,): log p of the target
+        kl = self.neg_entropy - (self.confidence - self.spread) * log_p_y    # c - (1 - eps - s) log p_y ...
+        if self.spread > 0:                                                   # ... - s * sum of log p but padding
+            kl = kl - self.spread * (x[:, :pad].sum(-1) + x[:, pad + 1:].sum(-1))
+        return kl.masked_fill(target == pad, 0.0).sum()                     # padding positions count 0
 
-# %% ../nbs/06_training.ipynb #b92d69c3
+# %% ../nbs/06_training.ipynb #f706b48b
 @dataclass
 class TrainState:
     "Counters that a run carries from epoch to epoch and into its checkpoints."
-    step: int = 0        # optimizer steps taken
-    micro_step: int = 0  # batches seen (forward and backward passes)
-    samples: int = 0     # sequences seen
-    tokens: int = 0      # target tokens seen (padding excluded)
+    step: int = 0; micro_step: int = 0   # optimizer steps taken; batches seen (forward and backward passes)
+    samples: int = 0; tokens: int = 0    # sequences seen; target tokens seen (padding excluded)
 
+def batch_loss(model: EncoderDecoder, batch: Batch, criterion: nn.Module) -> Tensor:
+    "Teacher-forced forward pass: the loss summed over the batch's target tokens (a scalar)."
+    if hasattr(batch, "loss"): return batch.loss(model, criterion)     # the batches of chapters 10-11
+    tgt_mask = None if batch.right_padded else batch.tgt_mask          # right-padded: the causal mask suffices
+    out = model(batch.src, batch.tgt, batch.src_mask, tgt_mask, is_causal=tgt_mask is None)  # (batch, t, d_model)
+    log_probs = unwrap_model(model).generator(out)                     # (batch, t, vocab)
+    return criterion(log_probs.reshape(-1, log_probs.size(-1)), batch.tgt_y.reshape(-1))
+
+# %% ../nbs/06_training.ipynb #6f1dba0c
+def train_step(model: EncoderDecoder, batches: list[Batch], criterion: nn.Module, optimizer: torch.optim.Optimizer,
+               scheduler=None, clip_norm: float | None = None, *, return_norm: bool = False):
+    """One optimizer step over `batches` (k micro-batches). Each summed loss is divided by the target tokens of all k,
+    so the gradients add up to those of the group's per-token mean. Returns (summed loss as a 0-d tensor on the
+    device, target tokens), and the gradient norm before clipping if `return_norm`."""
+    total = sum(b.ntokens for b in batches)
+    if total == 0: raise ValueError("these batches hold no target tokens (all padding); nothing to learn from.")
+    loss_sum = 0.0
+    for b in batches:
+        loss = batch_loss(model, b, criterion)
+        (loss / total).backward()                          # gradients add up in .grad
+        loss_sum = loss_sum + loss.detach()
+    norm = (nn.utils.clip_grad_norm_(model.parameters(), clip_norm) if clip_norm is not None else   # before clipping
+            nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None]) if return_norm else None)
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    if scheduler is not None: scheduler.step()           # once per optimizer step, not per micro-batch
+    return (loss_sum, total, norm) if return_norm else (loss_sum, total)
+
+# %% ../nbs/06_training.ipynb #5ff132af
+def run_epoch(batches: Iterable[Batch], model: EncoderDecoder, criterion: nn.Module,
+              optimizer: torch.optim.Optimizer | None = None, scheduler=None, *, mode: str = "train",
+              state: TrainState | None = None, accum_steps: int = 1, clip_norm: float | None = None,
+              max_steps: int | None = None, progress: bool = True, desc: str | None = None,
+              callback: Callable[[TrainState, Tensor], bool] | None = None) -> tuple[float, TrainState]:
+    """Train (every `accum_steps` batches make one optimizer step) or evaluate (`mode="eval"`) on `batches`. Returns
+    the mean loss per target token and `state`. Training ends when `batches` runs out, at `max_steps`, or when
+    `callback(state, loss_per_token)` returns True."""
+    if mode not in ("train", "eval") or (mode == "train" and optimizer is None):
+        raise ValueError(f"mode must be 'eval', or 'train' with an optimizer; got {mode!r}, optimizer={optimizer}.")
+    state, total_loss, total_tokens = TrainState() if state is None else state, 0.0, 0
+    if mode == "eval":
+        model.eval()
+        with torch.no_grad():
+            for b in tqdm(batches, desc=desc or "eval", disable=not progress, leave=False):
+                total_loss += batch_loss(model, b, criterion); total_tokens += b.ntokens
+        return float(total_loss) / max(total_tokens, 1), state
+    model.train()
+    groups = _groups(batches, accum_steps)
+    with tqdm(desc=desc or "train", unit="step", disable=not progress, mininterval=1.0) as bar:
+        while max_steps is None or state.step < max_steps:     # test first: draw no batch that is not used
+            group = next(groups, None)
+            if group is None: break
+            loss, ntokens = train_step(model, group, criterion, optimizer, scheduler, clip_norm)
+            total_loss += loss; total_tokens += ntokens         # on the device: no wait for a GPU here
+            state.step += 1; state.micro_step += len(group); state.tokens += ntokens
+            state.samples += sum(b.src.size(0) for b in group); bar.update(1)
+            if callback is not None and callback(state, loss / ntokens): break
+    return float(total_loss) / max(total_tokens, 1), state
+
+# %% ../nbs/06_training.ipynb #d1ea1d97
+def _groups(items: Iterable, k: int) -> Iterator[list]:
+    "Consecutive lists of `k` items (the last one may be shorter)."
+    if k < 1: raise ValueError(f"accum_steps must be >= 1, got {k}.")
+    group = []
+    for x in items:
+        group.append(x)
+        if len(group) == k: yield group; group = []
+    if group: yield group
+
+# The model inside a wrapper, and the precisions, for the runner (chapter 92) and chapters 8, 10-11
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-
-def autocast_context(device_type: str, precision: str = "fp32"):
-    """The context that runs a forward pass in `precision` on `device_type` ("cpu", "cuda"): `torch.autocast` for
-    bf16/fp16 (matrix products in half precision, reductions such as softmax and the loss in fp32), nothing for fp32."""
-    if precision not in PRECISIONS:
-        raise ValueError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}.")
-    if precision == "fp16" and device_type == "cpu":
-        raise ValueError("precision='fp16' is not supported on the CPU (no loss scaling there, slow fp16 kernels); "
-                         "use precision='bf16' or 'fp32'.")
-    if precision == "fp32": return nullcontext()
-    return torch.autocast(device_type, dtype=PRECISIONS[precision])
 
 def unwrap_model(model: nn.Module) -> nn.Module:
     "The `EncoderDecoder` inside a `DistributedDataParallel` and/or `torch.compile` wrapper (or `model` itself)."
@@ -183,139 +201,12 @@ def unwrap_model(model: nn.Module) -> nn.Module:
         if not isinstance(inner, nn.Module): return model
         model = inner
 
-def batch_loss(model: EncoderDecoder, batch: Batch, criterion: nn.Module) -> Tensor:
-    """Teacher-forced forward pass: the loss summed over the batch's target tokens (a scalar). `model` may be
-    wrapped (DDP, `torch.compile`): the wrapper runs the forward pass, the generator comes from the model inside.
-    Right-padded targets use the causal mask alone (`is_causal`), which gives the same loss as the full mask.
-    A batch of another kind of model (chapters 10-11) computes its loss itself, with its `loss(model, criterion)`."""
-    if hasattr(batch, "loss"): return batch.loss(model, criterion)
-    if getattr(batch, "right_padded", False):
-        out = model(batch.src, batch.tgt, batch.src_mask, None, is_causal=True)   # (batch, tgt_len, d_model)
-    else:
-        out = model(batch.src, batch.tgt, batch.src_mask, batch.tgt_mask)
-    log_probs = unwrap_model(model).generator(out)                          # (batch, tgt_len, vocab)
-    return criterion(log_probs.reshape(-1, log_probs.size(-1)), batch.tgt_y.reshape(-1))
-
-def micro_step(model: EncoderDecoder, batch: Batch, criterion: nn.Module, total: int, *, precision: str = "fp32",
-               scaler: torch.amp.GradScaler | None = None, sync: bool = True) -> Tensor:
-    """Forward and backward on one micro-batch whose loss counts `1 / total` of the step's; returns the detached
-    summed loss, on the device. Nothing here reads a number back to the host, so the GPU never waits for Python.
-    `sync=False` skips DDP's gradient all-reduce (`no_sync`), for every micro-batch but the last."""
-    ctx = model.no_sync() if not sync and hasattr(model, "no_sync") else nullcontext()
-    with ctx:                                            # DDP: all-reduce the gradients once, after the last one
-        with autocast_context(batch.src.device.type, precision):
-            loss = batch_loss(model, batch, criterion)   # fp32 (log-softmax and the loss run in fp32)
-        scaled = loss / total
-        (scaler.scale(scaled) if scaler is not None else scaled).backward()   # gradients add up
-    return loss.detach()
-
-def train_step(model: EncoderDecoder, batches: list[Batch], criterion: nn.Module, optimizer: torch.optim.Optimizer,
-               scheduler=None, clip_norm: float | None = None, *, precision: str = "fp32",
-               scaler: torch.amp.GradScaler | None = None, return_norm: bool = False):
-    """One optimizer step over `batches` (k micro-batches). Each micro-batch's summed loss is divided by the target
-    tokens of all k, so the accumulated gradient is that of the per-token mean over the group, as if it were one
-    batch. The optimizer and `scheduler` step once. Returns (loss summed over the group, target tokens), the loss as
-    a 0-d tensor **on the model's device**: read it (`float(loss)`) only when you need the number, since on a GPU
-    reading waits for all queued work. `return_norm=True` adds the gradient norm before clipping (a 0-d tensor).
-    `precision` ("fp32", "bf16", "fp16") runs the forward passes under `autocast_context`; fp16 needs a
-    `torch.amp.GradScaler` in `scaler`. A `DistributedDataParallel` model averages gradients across processes only
-    on the last micro-batch."""
-    total = sum(b.ntokens for b in batches)             # ints counted on the CPU when the batches were built
-    if total == 0: raise ValueError("these batches hold no target tokens (all padding); nothing to learn from.")
-    autocast_context(batches[0].src.device.type, precision)   # validates the precision before any work
-    if precision == "fp16" and scaler is None:
-        raise ValueError("precision='fp16' needs loss scaling: pass scaler=torch.amp.GradScaler('cuda').")
-    loss_sum = None
-    for i, b in enumerate(batches):
-        loss = micro_step(model, b, criterion, total, precision=precision, scaler=scaler, sync=i == len(batches) - 1)
-        loss_sum = loss if loss_sum is None else loss_sum + loss
-    if scaler is not None: scaler.unscale_(optimizer)   # true gradients before clipping
-    norm = None
-    if clip_norm is not None:
-        norm = nn.utils.clip_grad_norm_(model.parameters(), clip_norm)
-    elif return_norm:
-        norm = nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None])
-    if scaler is not None:
-        scaler.step(optimizer)                           # skipped when a gradient is inf/NaN
-        scaler.update()
-    else:
-        optimizer.step()
-    optimizer.zero_grad(set_to_none=True)
-    if scheduler is not None: scheduler.step()        # once per optimizer step, not per micro-batch
-    return (loss_sum, total, norm) if return_norm else (loss_sum, total)
-
-def _groups(items: Iterable, k: int) -> Iterator[list]:
-    "Consecutive lists of `k` items (the last one may be shorter)."
-    group = []
-    for x in items:
-        group.append(x)
-        if len(group) == k: yield group; group = []
-    if group: yield group
-
-def run_epoch(batches: Iterable[Batch], model: EncoderDecoder, criterion: nn.Module,
-              optimizer: torch.optim.Optimizer | None = None, scheduler=None, *, mode: str = "train",
-              state: TrainState | None = None, accum_steps: int = 1, clip_norm: float | None = None,
-              max_steps: int | None = None, progress: bool = True, desc: str | None = None,
-              callback: Callable[[TrainState, Tensor], bool] | None = None, precision: str = "fp32",
-              scaler: torch.amp.GradScaler | None = None) -> tuple[float, TrainState]:
-    """Train (`mode="train"`) or evaluate (`mode="eval"`: no gradients, dropout off) on `batches`. Returns the mean
-    loss per target token and the updated `state`. In training, every `accum_steps` batches make one optimizer step;
-    the loop ends when `batches` runs out, when `state.step` reaches `max_steps`, or when
-    `callback(state, step_loss_per_token)` returns True; the loss it gets is a 0-d tensor on the device (read it only
-    when needed). The losses add up on the device and the progress bar reads them about once a second.
-    `precision` and `scaler` go to `train_step` (for fp16 a `GradScaler` is made when none is given); evaluation
-    uses the same autocast."""
-    if mode not in ("train", "eval"): raise ValueError(f"mode must be 'train' or 'eval', got {mode!r}.")
-    if mode == "train" and optimizer is None: raise ValueError("mode='train' needs an optimizer.")
-    if accum_steps < 1: raise ValueError(f"accum_steps must be >= 1, got {accum_steps}.")
-    state = TrainState() if state is None else state
-    total_loss, total_tokens, t0 = None, 0, time.perf_counter()
-    add = lambda acc, x: x if acc is None else acc + x
-    n = len(batches) if hasattr(batches, "__len__") else None
-    if mode == "eval":
-        model.eval()
-        with torch.no_grad():
-            for b in tqdm(batches, total=n, desc=desc or "eval", unit="batch", disable=not progress, leave=False):
-                with autocast_context(b.src.device.type, precision):
-                    total_loss = add(total_loss, batch_loss(model, b, criterion))
-                total_tokens += b.ntokens
-        return (0.0 if total_loss is None else float(total_loss)) / max(total_tokens, 1), state
-    total = None if n is None else math.ceil(n / accum_steps)
-    if max_steps is not None: total = max(0, max_steps - state.step) if total is None else min(total, max(0, max_steps - state.step))
-    model.train()
-    shown = 0.0
-    with tqdm(total=total, desc=desc or "train", unit="step", disable=not progress, mininterval=1.0) as bar:
-        groups = _groups(batches, accum_steps)
-        while max_steps is None or state.step < max_steps:   # test first: never draw a batch that will not be used
-            group = next(groups, None)
-            if group is None: break
-            if precision == "fp16" and scaler is None:
-                scaler = torch.amp.GradScaler(group[0].src.device.type)
-            loss, ntokens = train_step(model, group, criterion, optimizer, scheduler, clip_norm,
-                                       precision=precision, scaler=scaler)
-            total_loss = add(total_loss, loss); total_tokens += ntokens
-            state.step += 1; state.micro_step += len(group)
-            state.samples += sum(b.src.size(0) for b in group); state.tokens += ntokens
-            bar.update(1)
-            if progress and time.perf_counter() - shown >= 1.0:   # one read of the device per second, not per step
-                shown = time.perf_counter()
-                bar.set_postfix(loss=f"{float(loss) / ntokens:.3f}", tok_s=f"{total_tokens / (shown - t0):.0f}",
-                                lr=f"{optimizer.param_groups[0]['lr']:.2e}", refresh=False)
-            if callback is not None and callback(state, loss / ntokens): break
-    return (0.0 if total_loss is None else float(total_loss)) / max(total_tokens, 1), state
-
 # %% ../nbs/06_training.ipynb #66458d38
 @torch.no_grad()
 def greedy_decode(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len: int, start_symbol: int,
                   end_symbol: int | None = None, *, pad_symbol: int | None = None, use_cache: bool = True,
                   pick=None, static_cache: bool = True, drop_finished: bool = True) -> Tensor:
-    """Greedy decoding of a batch: `(batch, src_len)` -> `(batch, length)` ids that begin with `start_symbol`,
-    `length <= max_len`. A row that has produced `end_symbol` emits `pad_symbol` (default: `end_symbol`) from then on,
-    and the loop stops once every row has. `use_cache` feeds one token per step and reuses earlier keys and values;
-    `use_cache=False` recomputes the whole prefix each step. `pick` maps the `(batch, vocab)` log-probabilities to the
-    next ids (default: argmax; chapter 7's `sample` draws instead). Chapter 7's speed-ups: `static_cache` writes the
-    keys and values in place (see `EncoderDecoder.new_cache`), and `drop_finished` removes finished rows from the
-    batch once a quarter of it has finished; neither changes a token. Put the model in eval mode first."""
+    "Greedy decoding: `(batch, src_len)` -> `(batch, <= max_len)` ids; after `end_symbol` a row emits `pad_symbol`."
     if max_len < 1: raise ValueError(f"max_len must be >= 1 (it counts the start symbol), got {max_len}.")
     B, dev = src.size(0), src.device
     memory = model.encode(src, src_mask)                                       # (batch, src_len, d_model)
@@ -355,28 +246,22 @@ def greedy_decode(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, m
 def copy_task_batches(vocab: int = 11, batch_size: int = 80, n_batches: int | None = None, seq_len: int = 10, *,
                       generator: torch.Generator | None = None, device=None, start_symbol: int = 1,
                       pad: int = 0) -> Iterator[Batch]:
-    """Batches for the copy task: source = target = `start_symbol` followed by `seq_len - 1` random tokens from
-    [2, vocab). Endless when `n_batches` is None. Draws from `generator` (a CPU generator) for reproducibility."""
-    if vocab < 3: raise ValueError(f"the copy task needs vocab >= 3 (padding, start, payload), got {vocab}.")
-    if seq_len < 2: raise ValueError(f"seq_len must be >= 2 (the start symbol and one token), got {seq_len}.")
-    i = 0
-    while n_batches is None or i < n_batches:
+    "Source = target = `start_symbol`, then `seq_len - 1` random ids in [2, vocab); endless if `n_batches` is None."
+    if vocab < 3 or seq_len < 2: raise ValueError(f"the copy task needs vocab >= 3 and seq_len >= 2, got {vocab}, {seq_len}.")
+    for _ in range(n_batches) if n_batches is not None else iter(int, 1):
         data = torch.randint(2, vocab, (batch_size, seq_len), generator=generator)   # (batch, seq_len)
         data[:, 0] = start_symbol
         yield Batch(data, data, pad).to(device)   # counted on the CPU, then moved
-        i += 1
 
 @torch.no_grad()
 def copy_task_accuracy(model: EncoderDecoder, n: int = 1000, vocab: int = 11, seq_len: int = 10, *,
                        generator: torch.Generator | None = None, device=None, batch_size: int = 1000) -> float:
     "Exact match of greedy decoding on `n` fresh copy-task sequences: the fraction copied without any error."
-    was_training = model.training
+    was_training, correct, seen = model.training, 0, 0
     model.eval()
-    correct = seen = 0
     while seen < n:
-        m = min(batch_size, n - seen)
-        b = next(copy_task_batches(vocab, m, 1, seq_len, generator=generator, device=device))
+        b = next(copy_task_batches(vocab, min(batch_size, n - seen), 1, seq_len, generator=generator, device=device))
         out = greedy_decode(model, b.src, b.src_mask, seq_len, start_symbol=1)   # (m, seq_len)
-        correct += int((out == b.src).all(dim=1).sum()); seen += m
+        correct += int((out == b.src).all(dim=1).sum()); seen += b.src.size(0)
     model.train(was_training)
     return correct / n

@@ -1,7 +1,7 @@
 """The copy task's loss curve in fp32, TF32, bf16 and fp16 (with a GradScaler), from the same weights and batches.
 
 Chapter 6's copy task (vocabulary 11, 10 tokens, N 2, d_model 64, batch 128, the command line's recipe) trained for
-`--steps` optimizer steps by `run_epoch` in each precision, recording every step's loss per token. Each run ends
+`--steps` optimizer steps by the runner's `train_step` in each precision, recording every step's loss per token. Each run ends
 with the exact-match accuracy of greedy decoding on 1,000 fresh sequences. The curves are compared with fp32's
 step by step, as the mean of |loss - loss_fp32| over windows of 50 steps relative to fp32's mean in the window.
 
@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from copy_task import machine, slug  # noqa: E402
 
 from annotated_transformer.tasks import CopyTask  # noqa: E402
-from annotated_transformer.training import noam_optimizer, run_epoch  # noqa: E402
+from annotated_transformer.training import noam_optimizer  # noqa: E402
+from annotated_transformer.run import train_step  # noqa: E402
 
 
 def curve(precision: str, steps: int, device: str, seed: int = 0) -> dict:
@@ -35,14 +36,15 @@ def curve(precision: str, steps: int, device: str, seed: int = 0) -> dict:
     losses, scales = [], []
     scaler = torch.amp.GradScaler(device) if precision == "fp16" else None
 
-    def record(state, loss):
-        losses.append(float(loss))
-        if scaler is not None: scales.append(scaler.get_scale())
-        return False
+    crit = task.criterion().to(device)
+    batches = task.batches(torch.Generator().manual_seed(seed))
+    model.train()
     t0 = time.perf_counter()
-    run_epoch((b.to(device) for b in task.batches(torch.Generator().manual_seed(seed))), model, task.criterion().to(device),
-              opt, sched, max_steps=steps, progress=False, callback=record, scaler=scaler,
-              precision="fp32" if tf32 else precision)
+    for _ in range(steps):
+        loss, n = train_step(model, [next(batches).to(device)], crit, opt, sched, scaler=scaler,
+                             precision="fp32" if tf32 else precision)
+        losses.append(float(loss) / n)
+        if scaler is not None: scales.append(scaler.get_scale())
     seconds = time.perf_counter() - t0
     acc = task.evaluate(model, torch.Generator().manual_seed(seed + 1), device)["exact_match"]
     if device == "cuda": torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False

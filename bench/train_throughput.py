@@ -51,7 +51,8 @@ from annotated_transformer.model import make_model  # noqa: E402
 from annotated_transformer.dropout16 import use_dropout16  # noqa: E402
 from annotated_transformer.positional import sinusoid_table  # noqa: E402
 from annotated_transformer.attention import subsequent_mask  # noqa: E402
-from annotated_transformer.training import autocast_context, Batch, LabelSmoothing, train_step  # noqa: E402
+from annotated_transformer.training import Batch, LabelSmoothing  # noqa: E402
+from annotated_transformer.run import autocast_context, train_step  # noqa: E402  (the runner's step: precision, scaler)
 
 PRESETS = {
     "cpu": dict(vocab=8000, d_model=256, h=8, d_ff=1024, N=3, batch=32, src_len=32, tgt_len=32, dropout=0.1),
