@@ -201,6 +201,18 @@ def translation_loader(examples: Sequence[tuple[Sequence[int], Sequence[int]]], 
 # %% ../nbs/09_data.ipynb #0ac2a699
 #: the stored results that the chapters show (`bench/results/` of the repository), pinned by sha256
 RESULT_FILES = {
+    "copy_recipes-amd-epyc-2cores-embed-xavier.json":
+        "ff7b86401ee6ac6935a8561ccb93b78ef208782e932a4f7a76fe93a8899859cf",
+    "copy_recipes-amd-epyc-2cores.json":
+        "d9e7fff9f8eb1dbcc1d227bbca029c65ba3b010b3a7d6314b480ab1f09100198",
+    "precision_curves-amd-epyc-2cores.json":
+        "21393283fa083328016bf959941ae31cddb7f4b212b6ebfa5a20de444eb29b1a",
+    "train_throughput-amd-epyc-2cores.json":
+        "082f5a87668617ceaa82535934abc006c1ea40bf675734b362d4364daa032773",
+    "train_throughput-nvidia-h100-80gb-hbm3-run1.json":
+        "f2f0b3cc09469fd728bb16e5fd85733a0156efabf75a2a935d1c8ad5ee9a4290",
+    "web-amd-epyc-2cores.json":
+        "58b451595ada7d769d050277b4dfe2542e1fde869c1fd378a27a2aa57c08f2b2",
     "train_throughput-intel-r-xeon-r-processor-2-50ghz-2cores.json":
         "6b4c76f9c129c55ae489c3fbc99fb1c3fb1c818d9089ccb84286fc0946bf1216",
     "profile_step-intel-r-xeon-r-processor-2-50ghz-2cores.json":
