@@ -39,15 +39,11 @@ def _stable_slots(parent: Tensor) -> Tensor:
     return torch.where(first, parent, free.gather(1, rank))
 
 def _reorder_rows(cache: list[dict], src_rows: Tensor) -> int:
-    """Make row `i` of every self-attention key/value tensor a copy of row `src_rows[i]` `(B*K,)`, copying only the
-    rows that change (in place: the tensors belong to the search). Returns how many rows moved."""
+    """Make row `i` of every self-attention cache a copy of row `src_rows[i]` `(B*K,)`, copying only the rows that
+    change (in place: the cache belongs to the search). Returns how many rows moved."""
     moved = (src_rows != torch.arange(src_rows.numel(), device=src_rows.device)).nonzero().squeeze(1)
     if moved.numel():
-        from_rows = src_rows[moved]
-        for layer in cache:
-            kv = layer["self"]
-            # keys and values (rows, h, t, d_k); in a static cache, views of the positions written in its buffer
-            for name in ("k", "v"): kv[name].index_copy_(0, moved, kv[name].index_select(0, from_rows))   # gather, write
+        for layer in cache: layer["self"].copy_rows(moved, src_rows[moved])
     return moved.numel()
 
 # %% ../nbs/07_decoding.ipynb #ed60d7a7
