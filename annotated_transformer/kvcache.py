@@ -75,3 +75,4 @@ class MemoryCache:
     def select_rows(self, rows: Tensor) -> None:
         "Keep only the batch rows `rows` (1-d indices, in their order)."
         if self.k is not None: self.k, self.v = self.k.index_select(0, rows), self.v.index_select(0, rows)
+
