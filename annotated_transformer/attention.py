@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn, Tensor
 
 # %% auto #0
-__all__ = ['FEW_QUERIES', 'subsequent_mask', 'check_mask', 'attention', 'append_kv', 'MultiHeadedAttention']
+__all__ = ['FEW_QUERIES', 'subsequent_mask', 'check_mask', 'attention', 'attend', 'MultiHeadedAttention']
 
 # %% ../nbs/03_attention.ipynb #cd75249b
 def subsequent_mask(size: int, device=None) -> Tensor:
@@ -61,35 +61,47 @@ def attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = N
     return weights @ value, weights                                   # (..., t_q, d_v), (..., t_q, t_k)
 
 # %% ../nbs/03_attention.ipynb #3c05f4d7
-#: at most this many queries per row (a decoding step), on the CPU and in eval mode, `MultiHeadedAttention` computes
-#: the explicit formula instead of calling the fused kernel, which is slower there for so few queries (chapter 7)
+#: at most this many queries per row (a decoding step), on the CPU and outside training, `attend` computes the
+#: explicit formula instead of calling the fused kernel, which is slower there for so few queries
 FEW_QUERIES = 8
 
-def append_kv(cache: dict, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
-    """Append one step's keys and values `(b, h, t, d_k)` to a static cache: write them in place into the buffer
-    `cache["kv"]` `(2, b, h, capacity, d_k)` after the `n` positions it holds, and return views `(b, h, n + t, d_k)`
-    of the keys and values so far. No past position is copied, except when the buffer is full: it is then replaced by
-    one twice as large (the first one has `cache.get("capacity", 0)` positions, or just enough), so that growing costs
-    O(total length) copies overall. Positions past `n` are scratch until `cache["k"]`/`cache["v"]` are set to the
-    returned views, so a step that fails before that leaves the cache as it was."""
-    n = cache["k"].size(2) if "k" in cache else 0
-    buf, t = cache.get("kv"), k.size(2)
-    if buf is None or n + t > buf.size(3):
-        cap = max(n + t, cache.get("capacity", 0), 2 * (0 if buf is None else buf.size(3)))
-        new = k.new_empty(2, k.size(0), k.size(1), cap, k.size(3))
-        if n: new[:, :, :, :n] = buf[:, :, :, :n]
-        buf = cache["kv"] = new
-    buf[0, :, :, n:n + t] = k
-    buf[1, :, :, n:n + t] = v
-    return buf[0, :, :, :n + t], buf[1, :, :, :n + t]
+def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout: nn.Dropout | None = None,
+           is_causal: bool = False, keep_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+    """`MultiHeadedAttention`'s choice of kernel: queries `(b, h, t_q, d_k)` over keys and values `(b_k, h, t_k, d_k)`
+    -> `(output (b, h, t_q, d_k), weights or None)`. Runs the fused kernel, or the explicit `attention` when
+    `keep_weights` (weights kept) or for a decoding step on the CPU. `mask`: bool `(b_k, 1 or t_q, t_k)`; `is_causal`
+    in its place aligns the causal triangle to the last key (keys of earlier steps may be cached). When `b = g * b_k`
+    each key row serves `g` consecutive query rows (the beams of one source in beam search), attended together."""
+    if is_causal and mask is not None: raise ValueError("pass a mask or is_causal=True, not both.")
+    (b, h, t_q, d_k), b_k, t_k = q.shape, k.size(0), k.size(2)
+    if b != b_k and (b_k == 0 or b % b_k):
+        raise ValueError(f"{b} query rows cannot share {b_k} key rows; the query batch must be the keys' batch or a "
+                         f"multiple of it (g beams per source).")
+    g = b // b_k if b_k else 1
+    if g > 1: q = q.transpose(1, 2).reshape(b_k, g * t_q, h, d_k).transpose(1, 2)     # (b_k, h, g*t_q, d_k), a view
+    check_mask(mask, b_k, g * t_q, t_k, q.device)
+    m = None if mask is None else mask.unsqueeze(1)                  # (b_k, 1, t_q|1, t_k): same mask for every head
+    if is_causal and (t_q == 1 or t_q != t_k or keep_weights):
+        # one new token sees every key; a block after cached keys sees them all and the causal part of its own
+        # (SDPA's is_causal aligns to the top left, so it is only right when t_q == t_k); explicit for plots
+        is_causal = False
+        if t_q > 1: m = torch.ones(t_q, t_k, dtype=torch.bool, device=q.device).tril(t_k - t_q)
+    training, weights = dropout is not None and dropout.training, None
+    if keep_weights:
+        x, weights = attention(q, k, v, m, dropout if training else None)
+    elif q.size(2) <= FEW_QUERIES and not training and q.device.type == "cpu" and not is_causal:
+        x = attention(q, k, v, m)[0]          # a decoding step on the CPU: two small matrix products beat the kernel
+    else:
+        x = F.scaled_dot_product_attention(q, k, v, attn_mask=m, dropout_p=dropout.p if training else 0.0,
+                                            is_causal=is_causal)
+    if g > 1: x = x.transpose(1, 2).reshape(b, t_q, h, d_k).transpose(1, 2)           # back to (b, h, t_q, d_k)
+    return x, weights
 
 # %% ../nbs/03_attention.ipynb #3006985d
 class MultiHeadedAttention(nn.Module):
-    """`h` heads of scaled dot-product attention on batch-first `(batch, seq, d_model)` tensors.
-
-    Runs the fused `F.scaled_dot_product_attention`; set `.keep_weights = True` to run the explicit `attention`
-    instead and keep the weights `(batch, h, t_q, t_k)` in `.attn` (after dropout when training), detached from the
-    autograd graph."""
+    """`h` heads of scaled dot-product attention on batch-first `(batch, seq, d_model)` tensors. Set
+    `.keep_weights = True` to run the explicit formula and keep the weights `(batch, h, t_q, t_k)`, detached, in
+    `.attn`."""
     def __init__(self, h: int, d_model: int, dropout: float = 0.1):
         super().__init__()
         if d_model % h:
@@ -99,63 +111,22 @@ class MultiHeadedAttention(nn.Module):
         # all heads' projections side by side: one d_model x (h * d_k) matrix each
         self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(d_model, d_model) for _ in range(4))
         self.dropout = nn.Dropout(dropout)
-        self.keep_weights = False  # True: run the explicit formula and keep `self.attn` (detached) for plotting
-        self.attn: Tensor | None = None
+        self.keep_weights, self.attn = False, None
 
-    def _heads(self, x: Tensor) -> Tensor:
+    def heads(self, x: Tensor) -> Tensor:
         "Split the last dimension into heads: `(b, t, h*d_k)` -> `(b, h, t, d_k)`."
         b, t, _ = x.shape
         return x.view(b, t, self.h, self.d_k).transpose(1, 2)
 
     def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
-                cache: dict | None = None, static_kv: bool = False, is_causal: bool = False) -> Tensor:
-        """`query` `(b, t_q, d_model)`, `key`/`value` `(b, t_k, d_model)` -> `(b, t_q, d_model)`.
-
-        `mask` is bool, True = attend, `(b, 1 or t_q, t_k)`. `is_causal=True` instead of a mask: query i attends to
-        the keys up to its own position (counting the cached ones), without building the mask, so the fused kernel
-        may pick its fastest path. `cache` (a dict, for incremental decoding) keeps this layer's keys and values
-        `(b, h, t, d_k)` in `cache["k"]`, `cache["v"]`: new ones are appended at each step (written in place into a
-        preallocated buffer when the dict has `"static": True`, see `append_kv`), or, with `static_kv`, they are
-        computed from `key`/`value` at the first call and reused afterwards. With `static_kv`, `key`/`value` may have
-        `b / g` rows for a query batch of `b`: each memory row then serves `g` consecutive query rows (the beams of
-        one source in beam search), whose queries are attended together as `g * t_q` positions of that row."""
-        if is_causal and mask is not None: raise ValueError("pass a mask or is_causal=True, not both.")
+                cache=None, is_causal: bool = False) -> Tensor:
+        """`query` `(b, t_q, d_model)`, `key`/`value` `(b, t_k, d_model)` -> `(b, t_q, d_model)`. `mask`: bool, True =
+        attend, `(b, 1 or t_q, t_k)`; or `is_causal=True` instead of a causal mask. `cache`: the keys and values of
+        earlier decoding steps (chapter 7), which `cache.update` extends or reuses."""
         b, t_q, _ = query.shape
-        reuse = cache is not None and static_kv and "k" in cache         # memory's keys/values, computed at step 0
-        b_k = cache["k"].size(0) if reuse else key.size(0)
-        g = 1                                                            # query rows per key row
-        if static_kv and b_k != b:
-            if b_k == 0 or b % b_k:
-                raise ValueError(f"{b} query rows cannot share {b_k} memory rows; with static_kv the query batch "
-                                 f"must be the memory's batch or a multiple of it (g beams per source).")
-            g = b // b_k
-        q = self._heads(self.w_q(query).reshape(b // g, g * t_q, self.d_model))   # (b/g, h, g*t_q, d_k)
-        if reuse:
-            k, v = cache["k"], cache["v"]
-        else:
-            k, v = self._heads(self.w_k(key)), self._heads(self.w_v(value))  # (b_k, h, t_k, d_k)
-            if cache is not None and static_kv:   # kept for every step: store them contiguous, heads apart
-                k, v = k.contiguous(), v.contiguous()
-        if cache is not None and not static_kv:                          # append this step to the past ones
-            if cache.get("static"): k, v = append_kv(cache, k, v)        # views of the buffer, no copy of the past
-            elif "k" in cache: k, v = torch.cat([cache["k"], k], dim=2), torch.cat([cache["v"], v], dim=2)
-        check_mask(mask, b // g, g * t_q, k.size(2), q.device)
-        if cache is not None:                                            # only after the mask was accepted
-            cache["k"], cache["v"] = k, v
-        m = None if mask is None else mask.unsqueeze(1)                  # (b, 1, t_q|1, t_k): same mask for every head
-        t_k = k.size(2)
-        if is_causal and (t_q == 1 or t_q != t_k or self.keep_weights):
-            # one new token sees every key; a block after cached keys sees them all and the causal part of its own
-            # (SDPA's is_causal aligns to the top left, so it is only right when t_q == t_k); explicit for plots
-            is_causal = False
-            if t_q > 1: m = torch.ones(t_q, t_k, dtype=torch.bool, device=q.device).tril(t_k - t_q)
-        if self.keep_weights:
-            x, weights = attention(q, k, v, m, self.dropout if self.training else None)
-            self.attn = weights.detach()                                 # for looking at: no graph kept alive
-        elif q.size(2) <= FEW_QUERIES and not self.training and q.device.type == "cpu" and not is_causal:
-            x = attention(q, k, v, m)[0]      # a decoding step on the CPU: two small matrix products beat the kernel
-        else:
-            p = self.dropout.p if self.training else 0.0
-            x = F.scaled_dot_product_attention(q, k, v, attn_mask=m, dropout_p=p, is_causal=is_causal)
-        x = x.transpose(1, 2).reshape(b, t_q, self.d_model)             # (b/g, h, g*t_q, d_k) -> (b, t_q, d_model)
-        return self.w_o(x)
+        q = self.heads(self.w_q(query))                                            # (b, h, t_q, d_k)
+        project = lambda: (self.heads(self.w_k(key)), self.heads(self.w_v(value)))   # (b, h, t_k, d_k) each
+        k, v = project() if cache is None else cache.update(project)
+        x, weights = attend(q, k, v, mask, self.dropout, is_causal, self.keep_weights)
+        if self.keep_weights: self.attn = weights.detach()        # for looking at: no graph kept alive
+        return self.w_o(x.transpose(1, 2).reshape(b, t_q, self.d_model))   # concatenate the heads, then W^O

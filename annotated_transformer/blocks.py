@@ -126,13 +126,13 @@ class DecoderLayer(nn.Module):
                 cache: dict | None = None, is_causal: bool = False) -> Tensor:
         """`x`: `(batch, tgt_len, size)`, `memory`: `(batch, src_len, size)`, `src_mask`: `(batch, 1, src_len)`,
         `tgt_mask`: `(batch, tgt_len, tgt_len)` -> `(batch, tgt_len, size)`. `cache`, for incremental decoding
-        (chapter 7): `{'self': {...}, 'src': {...}}` holding this layer's keys and values. `is_causal=True` with
+        (chapter 7): `{'self': KVCache, 'src': MemoryCache}` holding this layer's keys and values. `is_causal=True` with
         `tgt_mask=None`: the causal mask without building it (see `MultiHeadedAttention`)."""
         c_self = c_src = None
         if cache is not None:
             c_self, c_src = cache.setdefault("self", {}), cache.setdefault("src", {})
         x = self.sublayer[0](x, lambda y: self.self_attn(y, y, y, tgt_mask, cache=c_self, is_causal=is_causal))
-        x = self.sublayer[1](x, lambda y: self.src_attn(y, memory, memory, src_mask, cache=c_src, static_kv=True))
+        x = self.sublayer[1](x, lambda y: self.src_attn(y, memory, memory, src_mask, cache=c_src))
         return self.sublayer[2](x, self.feed_forward)
 
 # %% ../nbs/04_blocks.ipynb #462fe791

@@ -38,17 +38,52 @@ def _stable_slots(parent: Tensor) -> Tensor:
     rank = ((~first).cumsum(1) - 1).clamp(min=0)                                      # (B, K): index among the others
     return torch.where(first, parent, free.gather(1, rank))
 
+def _in_stable_rows(keep: Tensor, cand_parent: Tensor) -> Tensor:
+    "Reorder the survivors `keep` `(B, K)` (indices of candidates with parents `cand_parent`) into `_stable_slots`' rows."
+    slot = _stable_slots(cand_parent.gather(1, keep))
+    B, K = slot.shape
+    return keep.gather(1, torch.empty_like(slot).scatter_(1, slot, torch.arange(K, device=slot.device).expand(B, K)))
+
 def _reorder_rows(cache: list[dict], src_rows: Tensor) -> int:
-    """Make row `i` of every self-attention key/value tensor a copy of row `src_rows[i]` `(B*K,)`, copying only the
-    rows that change (in place: the tensors belong to the search). Returns how many rows moved."""
+    """Make row `i` of every self-attention cache a copy of row `src_rows[i]` `(B*K,)`, copying only the rows that
+    change (in place: the cache belongs to the search). Returns how many rows moved."""
     moved = (src_rows != torch.arange(src_rows.numel(), device=src_rows.device)).nonzero().squeeze(1)
     if moved.numel():
-        from_rows = src_rows[moved]
-        for layer in cache:
-            kv = layer["self"]
-            # keys and values (rows, h, t, d_k); in a static cache, views of the positions written in its buffer
-            for name in ("k", "v"): kv[name].index_copy_(0, moved, kv[name].index_select(0, from_rows))   # gather, write
+        for layer in cache: layer["self"].copy_rows(moved, src_rows[moved])
     return moved.numel()
+
+# %% ../nbs/07_decoding.ipynb #a7c00003
+def _finished_pool(B: int, K: int, max_len: int, fill: int, device) -> dict:
+    "An empty pool of `K` finished hypotheses per source: ids `(B, K, max_len)`, scores, lengths, and a count."
+    return dict(seqs=torch.full((B, K, max_len), fill, dtype=torch.long, device=device), n=torch.zeros(B, dtype=torch.long,
+                device=device), scores=torch.full((B, K), float("-inf"), device=device), lens=torch.ones((B, K), dtype=torch.long, device=device))
+
+def _merge_finished(fin: dict, seqs: Tensor, top: Tensor, parent: Tensor, tok: Tensor, finish: Tensor, t: int,
+                    alpha: float, fill: int) -> None:
+    """Set the candidates marked in `finish` `(B, 2K)` (extending beam `parent` with `tok`, summed log-probability
+    `top`) aside in the finished pool `fin`: `seqs` `(B, K, max_len)`, `scores`, `lens` (best first), `n` (count)."""
+    B, K, max_len = fin["seqs"].shape
+    b_idx = torch.arange(B, device=seqs.device)[:, None]
+    new = torch.full((B, top.size(1), max_len), fill, dtype=torch.long, device=seqs.device)   # (B, 2K, max_len)
+    new[:, :, :t + 1] = torch.cat([seqs[b_idx, parent], tok[..., None]], dim=-1)
+    pool = torch.cat([fin["scores"], (top / gnmt_length_penalty(t, alpha)).masked_fill(~finish, float("-inf"))], 1)
+    fin["scores"], best = pool.topk(K, dim=-1)                                         # (B, K): keep the K best
+    fin["seqs"] = torch.cat([fin["seqs"], new], dim=1)[b_idx, best]                    # (B, K, max_len)
+    fin["lens"] = torch.cat([fin["lens"], torch.full_like(tok, t + 1)], dim=1).gather(1, best)
+    fin["n"] = fin["n"] + finish.sum(-1)
+
+def _best_hypotheses(fin: dict, seqs: Tensor, logp: Tensor, done: Tensor, alpha: float) -> tuple[Tensor, Tensor]:
+    """Per source, the best finished hypothesis, or the best alive one `seqs` `(B, K, L)` cut off by `max_len` where
+    the search had not stopped (`done`) and it scores better. Returns `(tokens, scores)`."""
+    B, L = seqs.size(0), seqs.size(-1)
+    alive = (logp / gnmt_length_penalty(L - 1, alpha)).masked_fill(done[:, None], float("-inf"))   # (B, K)
+    best_alive_score, best_alive = alive.max(-1)                                       # (B,)
+    take_alive = best_alive_score > fin["scores"][:, 0]
+    tokens = fin["seqs"][:, 0].clone()                                                 # (B, max_len)
+    tokens[take_alive, :L] = seqs[torch.arange(B, device=seqs.device), best_alive][take_alive]
+    scores = torch.where(take_alive, best_alive_score, fin["scores"][:, 0])
+    lengths = torch.where(take_alive, torch.full_like(fin["lens"][:, 0], L), fin["lens"][:, 0])
+    return tokens[:, :int(lengths.max())], scores
 
 # %% ../nbs/07_decoding.ipynb #ed60d7a7
 @torch.no_grad()
@@ -56,79 +91,40 @@ def beam_search(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max
                 end_symbol: int | None = None, beam_size: int = 4, length_penalty: float = 0.6, *,
                 pad_symbol: int | None = None, trace: list[dict] | None = None,
                 static_cache: bool = True) -> tuple[Tensor, Tensor]:
-    """Beam search for a batch of sources `(batch, src_len)`, all sources and beams decoded together with the
-    key/value cache. Hypotheses are ranked by summed log-probability / `gnmt_length_penalty(|Y|, length_penalty)`;
-    one that ends with `end_symbol` while ranked among the best `beam_size` candidates is set aside as finished, and a
-    source stops when no alive hypothesis can beat its best finished one or it has `beam_size` finished ones.
-    Returns `(tokens, scores)`: the best hypothesis per source, `(batch, length)` ids that begin with `start_symbol`,
-    `length <= max_len`, filled with `pad_symbol` (default: `end_symbol`) after the end symbol; and its score
-    `(batch,)`. `beam_size=1` gives `greedy_decode`'s tokens. If `trace` is a list, a dict describing the beams is
-    appended to it after every step. `static_cache`: see `EncoderDecoder.new_cache`. Put the model in eval mode first."""
+    """Beam search over sources `(batch, src_len)`, ranked by summed log-probability / `gnmt_length_penalty`: returns
+    `(tokens, scores)`, padded like `greedy_decode` (`beam_size=1` gives its tokens); `trace`: a list for each step's beams."""
     if beam_size < 1: raise ValueError(f"beam_size must be >= 1 (1 is greedy decoding), got {beam_size}.")
     if max_len < 1: raise ValueError(f"max_len must be >= 1 (it counts the start symbol), got {max_len}.")
-    B, K, dev = src.size(0), beam_size, src.device
-    fill = end_symbol if pad_symbol is None else pad_symbol
-    fill = 0 if fill is None else fill                 # without an end symbol, every output has max_len tokens
-    ninf = float("-inf")
+    B, K, dev, ninf, lp = src.size(0), beam_size, src.device, float("-inf"), length_penalty
+    fill = [x for x in (pad_symbol, end_symbol, 0) if x is not None][0]   # without an end symbol all reach max_len
     memory = model.encode(src, src_mask)                                       # (B, S, d_model), once per source
     if src_mask is not None and bool(src_mask.all()): src_mask = None         # nothing to mask: the kernels' fast path
-    cache = model.new_cache(max_len, static_cache)
+    cache, b_idx = model.new_cache(max_len, static_cache), torch.arange(B, device=dev)[:, None]
     seqs = torch.full((B, K, 1), start_symbol, dtype=torch.long, device=dev)  # alive hypotheses, (B, K, t)
-    logp = torch.full((B, K), ninf, device=dev)                                # their summed log-probabilities
-    logp[:, 0] = 0.0                                                           # one hypothesis per source at first
-    fin_seqs = torch.full((B, K, max_len), fill, dtype=torch.long, device=dev)  # finished hypotheses, best first
-    fin_scores = torch.full((B, K), ninf, device=dev)                          # their length-penalised scores
-    fin_lens = torch.ones((B, K), dtype=torch.long, device=dev)                # their lengths, start symbol included
-    n_fin = torch.zeros(B, dtype=torch.long, device=dev)                       # finished hypotheses produced so far
-    done = torch.zeros(B, dtype=torch.bool, device=dev)                        # sources whose search has stopped
-    b_idx = torch.arange(B, device=dev)[:, None]                               # (B, 1)
+    logp = torch.full((B, K), ninf, device=dev); logp[:, 0] = 0.0             # their sums; one hypothesis at first
+    fin, done = _finished_pool(B, K, max_len, fill, dev), torch.zeros(B, dtype=torch.bool, device=dev)   # done: stopped
     with id_checks_off(model):   # the source was checked by encode; the loop feeds back ids it chose itself
         for t in range(1, max_len):                        # after this step, hypotheses hold t generated tokens
-            # all B*K beams; cross-attention attends the K beams of a source against its one memory row
             out = model.decode(memory, src_mask, seqs[:, :, -1].reshape(B * K, 1), None, cache)   # (B*K, 1, d_model)
-            step_logp = model.generator(out[:, -1]).float()                        # (B*K, V)
-            V = step_logp.size(-1)
+            step_logp = model.generator(out[:, -1]).float(); V = step_logp.size(-1)   # (B*K, V)
             if end_symbol is not None and not 0 <= end_symbol < V:
                 raise ValueError(f"end_symbol={end_symbol} is outside the model's vocabulary [0, {V}).")
-            cand = (logp[..., None] + step_logp.view(B, -1, V)).view(B, -1)      # (B, K*V): every one-token extension
-            top, idx = cand.topk(min(2 * K, cand.size(1)), dim=-1)                 # (B, 2K), best first
-            cand_parent, cand_tok = idx // V, idx % V                              # (B, 2K): extends which beam, with what
+            top, idx = (logp[..., None] + step_logp.view(B, -1, V)).view(B, -1).topk(min(2 * K, K * V), dim=-1)   # (B, 2K)
+            cand_parent, cand_tok = idx // V, idx % V                              # extends which beam, with what
             is_end = (cand_tok == end_symbol) if end_symbol is not None else torch.zeros_like(top, dtype=torch.bool)
-            finish = is_end & (top > ninf) & ~done[:, None]
-            finish[:, K:] = False                          # only end-symbol candidates ranked in the top K finish
-            if bool(finish.any()):                         # merge them into the finished pool, keep its K best
-                new = torch.full((B, top.size(1), max_len), fill, dtype=torch.long, device=dev)   # (B, 2K, max_len)
-                new[:, :, :t + 1] = torch.cat([seqs[b_idx, cand_parent], cand_tok[..., None]], dim=-1)
-                pool = torch.cat([fin_scores, (top / gnmt_length_penalty(t, length_penalty)).masked_fill(~finish, ninf)], 1)
-                fin_scores, best = pool.topk(K, dim=-1)                            # (B, K)
-                fin_seqs = torch.cat([fin_seqs, new], dim=1)[b_idx, best]          # (B, K, max_len)
-                fin_lens = torch.cat([fin_lens, torch.full_like(cand_tok, t + 1)], dim=1).gather(1, best)
-                n_fin = n_fin + finish.sum(-1)
+            finish = is_end & (top > ninf) & ~done[:, None] & (torch.arange(top.size(1), device=dev) < K)   # top K only
+            if bool(finish.any()): _merge_finished(fin, seqs, top, cand_parent, cand_tok, finish, t, lp, fill)
             _, keep = top.masked_fill(is_end, ninf).topk(K, dim=-1)                # (B, K): the best that did not end
-            slot = _stable_slots(cand_parent.gather(1, keep))
-            keep = keep.gather(1, torch.empty_like(slot).scatter_(1, slot, torch.arange(K, device=dev).expand(B, K)))
-            parent = cand_parent.gather(1, keep)                                   # (B, K): parent of the beam in each row
-            logp = top.gather(1, keep)
+            keep = _in_stable_rows(keep, cand_parent)                              # parents' best children stay put
+            parent, logp = cand_parent.gather(1, keep), top.gather(1, keep)        # (B, K), per row
             seqs = torch.cat([seqs[b_idx, parent], cand_tok.gather(1, keep)[..., None]], dim=-1)   # (B, K, t + 1)
             moved = _reorder_rows(cache, (b_idx * K + parent).view(-1)) if t > 1 else 0   # at t = 1 all rows are equal
-            # stop a source when it has K finished hypotheses, or its best alive one cannot beat its best finished one
-            best_lp = max(gnmt_length_penalty(t + 1, length_penalty), gnmt_length_penalty(max_len - 1, length_penalty))
-            done = done | (n_fin >= K) | (fin_scores[:, 0] >= logp.max(-1).values / best_lp)
-            if trace is not None:
-                trace.append(dict(step=t, alive=seqs.clone(), alive_logp=logp.clone(), parent=parent.clone(),
-                                  finished=fin_seqs[:, :, :t + 1].clone(), finished_scores=fin_scores.clone(),
-                                  done=done.clone(), rows_moved=moved))
+            best_lp = max(gnmt_length_penalty(t + 1, lp), gnmt_length_penalty(max_len - 1, lp))
+            done = done | (fin["n"] >= K) | (fin["scores"][:, 0] >= logp.max(-1).values / best_lp)
+            if trace is not None: trace.append(dict(step=t, alive=seqs.clone(), alive_logp=logp.clone(), parent=parent.clone(),
+                rows_moved=moved, finished=fin["seqs"][:, :, :t + 1].clone(), finished_scores=fin["scores"].clone()))
             if bool(done.all()): break
-    # alive hypotheses cut off by max_len compete with the finished ones, where the search did not stop
-    L = seqs.size(-1)
-    alive_scores = (logp / gnmt_length_penalty(L - 1, length_penalty)).masked_fill(done[:, None], ninf)   # (B, K)
-    best_alive_score, best_alive = alive_scores.max(-1)                        # (B,)
-    take_alive = best_alive_score > fin_scores[:, 0]
-    tokens = fin_seqs[:, 0].clone()                                            # (B, max_len)
-    tokens[take_alive, :L] = seqs[b_idx[:, 0], best_alive][take_alive]
-    scores = torch.where(take_alive, best_alive_score, fin_scores[:, 0])
-    lengths = torch.where(take_alive, torch.full_like(fin_lens[:, 0], L), fin_lens[:, 0])
-    return tokens[:, :int(lengths.max())], scores
+    return _best_hypotheses(fin, seqs, logp, done, lp)
 
 # %% ../nbs/07_decoding.ipynb #177d027c
 def check_sampling(temperature: float, top_k: int | None) -> None:

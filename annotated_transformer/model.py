@@ -15,6 +15,7 @@ from torch import nn, Tensor
 from .embeddings import Embeddings
 from .positional import PositionalEncoding, LearnedPositionalEmbedding
 from .attention import MultiHeadedAttention
+from .kvcache import KVCache, MemoryCache
 from .blocks import (PositionwiseFeedForward, EncoderLayer, Encoder, DecoderLayer, Decoder)
 
 # %% auto #0
@@ -74,32 +75,24 @@ class EncoderDecoder(nn.Module):
         return self.decoder(self.tgt_embed(tgt, start), memory, src_mask, tgt_mask, cache, is_causal)
 
     def new_cache(self, capacity: int = 0, static: bool = True) -> list[dict]:
-        """An empty key/value cache for `decode`, one dict per decoder layer. `static`: self-attention keys and values
-        are written in place into a buffer preallocated for `capacity` positions (it doubles when full), instead of
-        being concatenated at every step (chapter 7)."""
+        """An empty key/value cache for `decode`, one dict per decoder layer: `{"self": KVCache, "src": MemoryCache}`
+        (chapter 7). `static`: self-attention keys and values are written in place into a buffer preallocated for
+        `capacity` positions (it doubles when full), instead of being concatenated at every step."""
         return empty_cache(len(self.decoder.layers), capacity, static)
 
 def empty_cache(n_layers: int, capacity: int = 0, static: bool = True) -> list[dict]:
     "An empty key/value cache for `n_layers` layers (see `EncoderDecoder.new_cache`)."
-    return [{"self": {"static": True, "capacity": capacity}} if static else {} for _ in range(n_layers)]
+    return [{"self": KVCache(capacity, static), "src": MemoryCache()} for _ in range(n_layers)]
 
 def select_cache_rows(cache: list[dict], rows: Tensor) -> None:
     """Keep only the batch rows `rows` (1-d indices, in their order) of every key/value tensor of a cache, in place:
     how a decoding loop drops the sequences that have finished."""
     for layer in cache:
-        for kv in layer.values():
-            if "k" not in kv: continue
-            if "kv" in kv:   # a static buffer: select its rows, then view the same positions again
-                n = kv["k"].size(2)
-                kv["kv"] = kv["kv"].index_select(1, rows)
-                kv["k"], kv["v"] = kv["kv"][0, :, :, :n], kv["kv"][1, :, :, :n]
-            else:
-                kv["k"], kv["v"] = kv["k"].index_select(0, rows), kv["v"].index_select(0, rows)
+        for part in layer.values(): part.select_rows(rows)
 
 def cached_length(cache: list[dict] | None) -> int:
     "How many target positions a decoder cache already holds (0 for None or an empty cache)."
-    if not cache or "self" not in cache[0] or "k" not in cache[0]["self"]: return 0
-    return cache[0]["self"]["k"].size(2)  # keys are (batch, h, t, d_k)
+    return len(cache[0]["self"]) if cache else 0
 
 # %% ../nbs/05_model.ipynb #83a21efb
 def init_weights(model: nn.Module, tables: list[nn.Embedding], d_model: int, embed_init: str = "normal") -> None:
