@@ -45,7 +45,7 @@ class Generator(nn.Module):
         # a sum over tens of thousands of exponentials needs the precision; float64 stays float64
         return logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(dim=-1)
 
-# %% ../nbs/05_model.ipynb #a588ab28
+# %% ../nbs/05_model.ipynb #409cb0c9
 class EncoderDecoder(nn.Module):
     """The standard encoder-decoder: encode the source once, decode the target against that memory.
     Masks are bool, True = attend: `src_mask` `(batch, 1, src_len)`, `tgt_mask` `(batch, tgt_len, tgt_len)`."""
@@ -80,6 +80,7 @@ class EncoderDecoder(nn.Module):
         `capacity` positions (it doubles when full), instead of being concatenated at every step."""
         return empty_cache(len(self.decoder.layers), capacity, static)
 
+# %% ../nbs/05_model.ipynb #3f378436
 def empty_cache(n_layers: int, capacity: int = 0, static: bool = True) -> list[dict]:
     "An empty key/value cache for `n_layers` layers (see `EncoderDecoder.new_cache`)."
     return [{"self": KVCache(capacity, static), "src": MemoryCache()} for _ in range(n_layers)]

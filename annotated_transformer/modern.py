@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn, Tensor
 
 from .positional import RotaryEmbedding, PositionalEncoding, LearnedPositionalEmbedding
-from .attention import MultiHeadedAttention, append_kv
+from .attention import MultiHeadedAttention
 from .blocks import LayerNorm, PositionwiseFeedForward, EncoderLayer, Encoder
 from .model import InputEmbedding
 from .gpt2 import (CausalLM, UnscaledEmbeddings, GELUFeedForward, init_gpt, HFCheckpointError,
@@ -91,17 +91,16 @@ class GroupedQueryAttention(nn.Module):
         self.rope, self.p = rope, dropout
 
     def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
-                cache: dict | None = None, is_causal: bool = False) -> Tensor:
+                cache=None, is_causal: bool = False) -> Tensor:
         "`(b, t, d_model)` -> same; `mask`: bool `(b, 1 or t, t_k)`, True = attend; `is_causal`: the causal mask."
         b, t, _ = query.shape
         q = self.w_q(query).view(b, t, self.h, self.d_k).transpose(1, 2)              # (b, h, t, d_k)
-        k, v = (w(x).view(b, t, self.n_kv, self.d_k).transpose(1, 2) for w, x in ((self.w_k, key), (self.w_v, value)))
-        start = 0 if cache is None or "k" not in cache else cache["k"].size(2)      # positions already cached
-        if self.rope is not None: q, k = self.rope(q, start), self.rope(k, start)
-        if cache is not None:                                                       # chapter 7's cache, n_kv heads
-            if cache.get("static"): k, v = append_kv(cache, k, v)                   # (b, n_kv, t_k, d_k)
-            elif "k" in cache: k, v = torch.cat([cache["k"], k], 2), torch.cat([cache["v"], v], 2)
-            cache["k"], cache["v"] = k, v
+        start = 0 if cache is None else len(cache)                                  # positions already cached
+        if self.rope is not None: q = self.rope(q, start)
+        def project():                                                              # this step's keys and values
+            k, v = (w(x).view(b, t, self.n_kv, self.d_k).transpose(1, 2) for w, x in ((self.w_k, key), (self.w_v, value)))
+            return (k if self.rope is None else self.rope(k, start)), v             # (b, n_kv, t, d_k)
+        k, v = project() if cache is None else cache.update(project)                # chapter 7's cache, n_kv heads
         g = self.h // self.n_kv
         k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)         # (b, h, t_k, d_k): head j -> j // g
         t_k, m = k.size(2), None if mask is None else mask.unsqueeze(1)
