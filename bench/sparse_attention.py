@@ -4,8 +4,9 @@ sequence length for the dense kernel, the chapter's compact implementations and 
 
     python bench/sparse_attention.py --data-dir /path/to/tinyshakespeare [--steps 360 --batch 16]
     python bench/sparse_attention.py --skip-train         # timings only
+    python bench/sparse_attention.py --skip-time --seed 1 # the loss runs again from another seed
 
-Writes `bench/results/sparse_attention-<machine>.json`. Training uses the masks on the dense kernel (the same
+Writes `bench/results/sparse_attention-<machine>.json` (seed 0) or `sparse_attention-seed<N>-<machine>.json`. Training uses the masks on the dense kernel (the same
 arithmetic per step for every pattern): it measures what the pattern costs in loss, not in time.
 """
 from __future__ import annotations
@@ -120,7 +121,7 @@ def main() -> None:
     a = p.parse_args()
     torch.set_num_threads(1)
     m = machine()
-    name = RESULTS / f"sparse_attention-{slug(m, 'cpu')}.json"
+    name = RESULTS / f"sparse_attention{'' if a.seed == 0 else f'-seed{a.seed}'}-{slug(m, 'cpu')}.json"
     result = json.loads(name.read_text()) if name.exists() else {}
     result.update({"machine": m, "settings": vars(a)})
     RESULTS.mkdir(exist_ok=True)

@@ -10,7 +10,7 @@ trained with included. Usage:
 
     python bench/transformer_xl.py --data-dir /path/to/tinyshakespeare [--steps 400 --batch 16]
 
-Writes `bench/results/transformer_xl-<machine>.json`.
+Writes `bench/results/transformer_xl-<machine>.json` (seed 0) or `transformer_xl-seed<N>-<machine>.json`.
 """
 from __future__ import annotations
 
@@ -87,7 +87,7 @@ def main() -> None:
     train, val = vocab.encode_tensor(splits["train"]), vocab.encode_tensor(splits["val"])
     m = machine()
     result = {"machine": m, "settings": vars(a), "runs": {}}
-    name = RESULTS / f"transformer_xl-{slug(m, 'cpu')}.json"
+    name = RESULTS / f"transformer_xl{'' if a.seed == 0 else f'-seed{a.seed}'}-{slug(m, 'cpu')}.json"
     prompt = torch.tensor([vocab.encode("ROMEO:\n")])
     for kind in ("baseline", "xl", "xl_nomem"):
         model, run = train_one(kind, train, len(vocab), a)
