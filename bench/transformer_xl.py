@@ -8,7 +8,8 @@ positions only). Validation: the whole validation text, each window alone (chapt
 baseline; for Transformer-XL as streams with the memory carried, at several memory lengths, longer ones than it was
 trained with included. Usage:
 
-    python bench/transformer_xl.py --data-dir /path/to/tinyshakespeare [--steps 400 --batch 16]
+    python bench/transformer_xl.py --data-dir /path/to/tinyshakespeare [--steps 360 --batch 16 --seed 0]
+    python bench/transformer_xl.py --timing-only     # seconds per step of each model, measured side by side
 
 Writes `bench/results/transformer_xl-<machine>.json` (seed 0) or `transformer_xl-seed<N>-<machine>.json`.
 """
@@ -66,6 +67,27 @@ def train_one(kind: str, data: torch.Tensor, vocab: int, a) -> tuple[torch.nn.Mo
                    "load_at_end": load(), "curve": curve}
 
 
+def step_times(train: torch.Tensor, vocab: int, a) -> dict:
+    "Median seconds per training step of each model, measured in interleaved rounds so that load from other jobs hits all alike."
+    import statistics
+    shape = dict(N=a.layers, d_model=a.d_model, d_ff=4 * a.d_model, h=a.heads, dropout=0.0, context=a.context)
+    models = {"baseline": make_language_model(vocab, **shape), "xl": make_transformer_xl(vocab, **shape, mem_len=a.context),
+              "xl_nomem": make_transformer_xl(vocab, **shape, mem_len=0)}
+    xs, ys = stream_segments(train, a.batch, a.context)
+    mems, times = {k: None for k in models}, {k: [] for k in models}
+    for r in range(a.timing_rounds):
+        for kind, model in models.items():
+            x, y = xs[r], ys[r]
+            t0 = time.perf_counter()
+            if kind == "baseline": out = model(x)
+            else: out, mems[kind] = model(x, mems[kind])
+            F.nll_loss(model.generator(out).flatten(0, 1), y.flatten()).backward()
+            model.zero_grad(set_to_none=True)
+            if r > 1: times[kind].append(time.perf_counter() - t0)   # rounds 0-1 warm up (and fill the memory)
+    return {"median_step_seconds": {k: round(statistics.median(v), 4) for k, v in times.items()},
+            "rounds": a.timing_rounds, "load": load()}
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-dir", default=None)
@@ -80,12 +102,18 @@ def main() -> None:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--eval-mems", type=int, nargs="+", default=[0, 64, 128, 256, 512])
     p.add_argument("--sample-chars", type=int, default=600)
+    p.add_argument("--timing-only", action="store_true", help="only the forward+backward time per step of each model")
+    p.add_argument("--timing-rounds", type=int, default=22)
     a = p.parse_args()
     torch.set_num_threads(1)
     splits = load_corpus("tinyshakespeare", a.data_dir)
     vocab = CharVocab("".join(splits.values()))
     train, val = vocab.encode_tensor(splits["train"]), vocab.encode_tensor(splits["val"])
     m = machine()
+    if a.timing_only:
+        out = RESULTS / f"transformer_xl_steps-{slug(m, 'cpu')}.json"
+        out.write_text(json.dumps({"machine": m, "settings": vars(a), **step_times(train, len(vocab), a)}, indent=1) + "\n")
+        print(out.read_text()); return
     result = {"machine": m, "settings": vars(a), "runs": {}}
     name = RESULTS / f"transformer_xl{'' if a.seed == 0 else f'-seed{a.seed}'}-{slug(m, 'cpu')}.json"
     prompt = torch.tensor([vocab.encode("ROMEO:\n")])
