@@ -201,6 +201,20 @@ def translation_loader(examples: Sequence[tuple[Sequence[int], Sequence[int]]], 
 # %% ../nbs/09_data.ipynb #0ac2a699
 #: the stored results that the chapters show (`bench/results/` of the repository), pinned by sha256
 RESULT_FILES = {
+    "sparse_attention-amd-epyc-2cores.json":
+        "c8252180cc0cc8401f589907f4c36351bac3edea66d1daad0373504c4714ed09",
+    "sparse_attention-seed1-amd-epyc-2cores.json":
+        "e18ca3c72f38f8c5f414a1512207e0ee25077b7fe7212b560cf9acabffeac448",
+    "sparse_attention-seed2-amd-epyc-2cores.json":
+        "8504d1159770244fc5ee2292c81b2841bbe9856aa49e62170757025c41ba7537",
+    "transformer_xl-amd-epyc-2cores.json":
+        "874ffc8d3e2ff6b18e72fed732282a8d82a15c7ea5bc0d68b02ae666ec09e61a",
+    "transformer_xl-seed1-amd-epyc-2cores.json":
+        "40eedcb87d19ba8363cdc9a7e902ed6c14b6ddf1b330fe93268d20cc32d03387",
+    "transformer_xl-seed2-amd-epyc-2cores.json":
+        "5fda1607a423cee8491f31aa29c193b7697c31d7b134896640a966171d6addc6",
+    "transformer_xl_steps-amd-epyc-2cores.json":
+        "917851ddefc67bf9dfe6d77c7b153b23ab919714e17e34dffac512f1bdb17b5b",
     "copy_recipes-amd-epyc-2cores-embed-xavier.json":
         "ff7b86401ee6ac6935a8561ccb93b78ef208782e932a4f7a76fe93a8899859cf",
     "copy_recipes-amd-epyc-2cores.json":

@@ -64,8 +64,8 @@ class RelativeMultiHeadedAttention(MultiHeadedAttention):
         b, q_len, _ = x.shape
         cat = x if mem is None else torch.cat([mem, x], 1)            # (b, k = m + q, d_model)
         k_len = cat.size(1)
-        q = self._heads(self.w_q(x))                                   # (b, h, q, d_k)
-        k, v = self._heads(self.w_k(cat)), self._heads(self.w_v(cat))   # (b, h, k, d_k)
+        q = self.heads(self.w_q(x))                                   # (b, h, q, d_k)
+        k, v = self.heads(self.w_k(cat)), self.heads(self.w_v(cat))   # (b, h, k, d_k)
         r = self.w_r(relative_positions(k_len, self.d_model, x.device).to(x.dtype))   # (k, d_model)
         r = r.view(k_len, self.h, self.d_k).transpose(0, 1)            # (h, k, d_k), row c: distance k-1-c
         content = (q + self.u[:, None]) @ k.transpose(-2, -1)          # terms (a) + (c): (b, h, q, k)
