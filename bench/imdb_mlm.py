@@ -130,14 +130,15 @@ def report(run: Path, mlm_steps: int, data_dir: str, tag: str | None = None, ext
     out.write_text(json.dumps(result, indent=1) + "\n")
     for r in result["val_accuracy"]:
         if r["step"] > mlm_steps: print(f"fine-tuning step {r['step'] - mlm_steps}: validation {r['accuracy']:.2%}")
-    print(f"masked-LM loss at step {mlm_steps}: {result['mlm_loss'][-1]['loss']:.3f} nats "
-          f"(unigram entropy {result['unigram_entropy']:.3f}); wrote {out}")
+    if result["mlm_loss"]: print(f"masked-LM loss at step {mlm_steps}: {result['mlm_loss'][-1]['loss']:.3f} nats "
+                                 f"(unigram entropy {result['unigram_entropy']:.3f})")
+    print(f"wrote {out}")
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-dir", required=True)
-    p.add_argument("--mlm-steps", type=int, default=2000)
+    p.add_argument("--mlm-steps", type=int, default=2000, help="0: the small preset from scratch (a baseline at --seed)")
     p.add_argument("--steps", type=int, default=4000, help="all steps, pretraining included")
     p.add_argument("--out", default="runs/imdb-x-mlm")
     p.add_argument("--threads", type=int, default=None)
