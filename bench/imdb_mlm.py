@@ -10,8 +10,10 @@ fine-tuning on their labels, in one run of the library's `train`:
 schedule) from the weights of a masked-LM checkpoint, instead of going on with the pretraining run's decayed rate.
 
 For the first `--mlm-steps` batches, 15% of each review's subword tokens (never padding or `<s>`) are chosen; 80% of
-them become `<unk>` (standing in for a mask token), 10% a random token, 10% stay; the loss is the cross-entropy of the
-chosen tokens, predicted from the encoder's outputs through the embedding table (tied weights: no new parameters).
+them become `<unk>` (standing in for a mask token; `--real-mask`: a `<mask>` token added to the tokenizer), 10% a
+random token, 10% stay; the loss is the cross-entropy of the chosen tokens, predicted from the encoder's outputs
+through the embedding table (tied weights: no new parameters). The masked-LM code is the package's
+(`annotated_transformer.bert`, chapter 12).
 The later batches are the ordinary labelled ones of the `small` preset, whose Noam schedule simply goes on. The
 validation accuracy of the pretraining steps is that of an untrained head (about 50%).
 
@@ -28,65 +30,35 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
-import torch.nn.functional as F
-from torch import Tensor
 
 sys.path.insert(0, str(Path(__file__).parent))
 from copy_task import machine, slug   # noqa: E402
 
+from annotated_transformer.bert import MASK_TOKEN, add_mask_token, pretraining_batches   # noqa: E402
+from annotated_transformer.checkpoint import atomic_write   # noqa: E402
 from annotated_transformer.classification import ImdbTask   # noqa: E402
-from annotated_transformer.data import PAD, BOS, UNK, load_tokenizer   # noqa: E402
-from annotated_transformer.embeddings import check_token_ids   # noqa: E402
+from annotated_transformer.data import UNK, load_tokenizer   # noqa: E402
 from annotated_transformer.tasks import register_task   # noqa: E402
-from annotated_transformer.training import unwrap_model   # noqa: E402
 from annotated_transformer.run import train   # noqa: E402
 
-IGNORE = -100
-
-
-def mask_tokens(src: Tensor, vocab: int, rate: float, g: torch.Generator) -> tuple[Tensor, Tensor]:
-    "(input, target): BERT's 80/10/10 corruption of a `rate` share of the real tokens; target IGNORE elsewhere."
-    pick = (torch.rand(src.shape, generator=g) < rate) & (src != PAD) & (src != BOS)
-    target = torch.where(pick, src, torch.full_like(src, IGNORE))
-    u = torch.rand(src.shape, generator=g)
-    out = src.masked_fill(pick & (u < 0.8), UNK)
-    return torch.where(pick & (u >= 0.8) & (u < 0.9), torch.randint(4, vocab, src.shape, generator=g), out), target
-
-
-class MaskedBatch:
-    "A batch of corrupted reviews; its loss is summed over the chosen tokens (`ntokens`)."
-    def __init__(self, src: Tensor, target: Tensor):
-        self.src, self.target = src, target
-        self.src_mask = (src != PAD).unsqueeze(-2)
-        self.ntokens = int((target != IGNORE).sum())
-
-    def check(self, src_vocab: int, n_classes: int) -> MaskedBatch:
-        check_token_ids(self.src, src_vocab, "tokens"); return self
-
-    def to(self, device) -> MaskedBatch:
-        self.src, self.target, self.src_mask = (t.to(device) for t in (self.src, self.target, self.src_mask))
-        return self
-
-    def loss(self, model, criterion) -> Tensor:
-        m = unwrap_model(model)
-        x = m.encoder(m.embed(self.src), self.src_mask)               # (batch, seq, d_model)
-        chosen = self.target != IGNORE
-        logits = x[chosen] @ m.embed.embed.lut.weight.T               # (n, vocab): tied to the input embedding
-        return F.cross_entropy(logits.float(), self.target[chosen], reduction="sum")
-
-
-def register(mlm_steps: int, rate: float = 0.15) -> str:
+def register(mlm_steps: int, rate: float = 0.15, real_mask: bool = False) -> str:
+    """The experiment's task: `mlm_steps` masked-LM batches, then the labelled ones. The mask is `<unk>` (as in the
+    stored result), or with `real_mask` a `<mask>` token added to the tokenizer (the vocabulary grows by one)."""
     @register_task
     @dataclass
     class ImdbMlm(ImdbTask):
         name = "imdb_mlm_experiment"
+        def prepare(self, out=None, resume=False, save=True):
+            tok = super().prepare(out, resume, save)
+            if real_mask and tok.token_to_id(MASK_TOKEN) is None:   # a new run: add <mask>, save the grown tokenizer
+                add_mask_token(tok)
+                if out is not None and save: atomic_write(Path(out, "tokenizer.json"), lambda tmp: tok.save(str(tmp)))
+            return tok
         def batches(self, generator, rank=0, world=1, start=0):
-            vocab = self.tokenizer.get_vocab_size()
-            inner = super().batches(generator, rank, world, 0)
-            for k in range(mlm_steps):                  # the same stream on a resume: skipped batches are drawn too
-                b = next(inner)
-                if k >= start: yield MaskedBatch(*mask_tokens(b.src, vocab, rate, torch.Generator().manual_seed(1000 + k)))
-            yield from super().batches(generator, rank, world, max(0, start - mlm_steps))
+            if real_mask: mask_id, n_words = add_mask_token(self.tokenizer), self.tokenizer.get_vocab_size(with_added_tokens=False)
+            else: mask_id, n_words = UNK, self.tokenizer.get_vocab_size()
+            return pretraining_batches(super().batches, generator, rank, world, start, steps=mlm_steps,
+                                       mask_id=mask_id, n_words=n_words, rate=rate)
     return ImdbMlm.name
 
 
@@ -128,8 +100,8 @@ def val_curve(rows: list[dict]) -> list[dict]:
     return [{"step": r["step"], "accuracy": r["accuracy"]} for r in rows if "accuracy" in r]
 
 
-def results_file() -> Path:
-    return Path(__file__).parent / "results" / f"imdb_mlm-{slug(machine(), 'cpu')}.json"
+def results_file(tag: str | None = None) -> Path:
+    return Path(__file__).parent / "results" / f"imdb_mlm-{tag + '-' if tag else ''}{slug(machine(), 'cpu')}.json"
 
 
 def report_finetune(run: Path, checkpoint: str) -> None:
@@ -144,32 +116,38 @@ def report_finetune(run: Path, checkpoint: str) -> None:
     print(f"wrote {out}")
 
 
-def report(run: Path, mlm_steps: int, data_dir: str) -> None:
+def report(run: Path, mlm_steps: int, data_dir: str, tag: str | None = None, extra: dict | None = None) -> None:
     rows = read_metrics(run)
     m = machine()
-    out = results_file()
+    out = results_file(tag)
     kept = json.loads(out.read_text()).get("fresh_warmup") if out.is_file() else None
     result = {"machine": m, "run": str(run), "mlm_steps": mlm_steps, "unigram_entropy": unigram_entropy(run, data_dir),
               "mlm_loss": [{"step": r["step"], "loss": r["loss"]} for r in rows if "loss" in r and r["step"] <= mlm_steps],
               "finetune_loss": [{"step": r["step"], "loss": r["loss"]} for r in rows if "loss" in r and r["step"] > mlm_steps],
               "val_accuracy": val_curve(rows)}
     if kept is not None: result["fresh_warmup"] = kept
+    if extra: result.update(extra)
     out.write_text(json.dumps(result, indent=1) + "\n")
     for r in result["val_accuracy"]:
         if r["step"] > mlm_steps: print(f"fine-tuning step {r['step'] - mlm_steps}: validation {r['accuracy']:.2%}")
-    print(f"masked-LM loss at step {mlm_steps}: {result['mlm_loss'][-1]['loss']:.3f} nats "
-          f"(unigram entropy {result['unigram_entropy']:.3f}); wrote {out}")
+    if result["mlm_loss"]: print(f"masked-LM loss at step {mlm_steps}: {result['mlm_loss'][-1]['loss']:.3f} nats "
+                                 f"(unigram entropy {result['unigram_entropy']:.3f})")
+    print(f"wrote {out}")
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-dir", required=True)
-    p.add_argument("--mlm-steps", type=int, default=2000)
+    p.add_argument("--mlm-steps", type=int, default=2000, help="0: the small preset from scratch (a baseline at --seed)")
     p.add_argument("--steps", type=int, default=4000, help="all steps, pretraining included")
     p.add_argument("--out", default="runs/imdb-x-mlm")
     p.add_argument("--threads", type=int, default=None)
     p.add_argument("--report", action="store_true", help="only write the JSON of the run in --out")
     p.add_argument("--finetune-from", default=None, metavar="CHECKPOINT", help="fine-tune from a masked-LM checkpoint")
+    p.add_argument("--real-mask", action="store_true", help="mask with a new <mask> token instead of <unk>")
+    p.add_argument("--seed", type=int, default=None, help="the run's seed (default: the runner's)")
+    p.add_argument("--eval-every", type=int, default=500)
+    p.add_argument("--tag", default=None, help="write bench/results/imdb_mlm-<tag>-<machine>.json (the one-run mode)")
     a = p.parse_args()
     if a.finetune_from:
         if not a.report:
@@ -178,9 +156,11 @@ def main() -> None:
         report_finetune(Path(a.out), a.finetune_from)
         return
     if not a.report:
-        train(task=register(a.mlm_steps), data_dir=a.data_dir, out=a.out, overwrite=True, progress=False,
-              max_steps=a.steps, eval_every=500, keep_checkpoints=20, threads=a.threads, log_every=100)
-    report(Path(a.out), a.mlm_steps, a.data_dir)
+        train(task=register(a.mlm_steps, real_mask=a.real_mask), data_dir=a.data_dir, out=a.out, overwrite=True,
+              progress=False, max_steps=a.steps, eval_every=a.eval_every, keep_checkpoints=20, threads=a.threads,
+              log_every=100, seed=a.seed)
+    extra = {k: v for k, v in (("mask", "<mask>" if a.real_mask else None), ("seed", a.seed)) if v is not None}
+    report(Path(a.out), a.mlm_steps, a.data_dir, a.tag, extra)
 
 
 if __name__ == "__main__":
