@@ -201,6 +201,18 @@ def translation_loader(examples: Sequence[tuple[Sequence[int], Sequence[int]]], 
 # %% ../nbs/09_data.ipynb #0ac2a699
 #: the stored results that the chapters show (`bench/results/` of the repository), pinned by sha256
 RESULT_FILES = {
+    "imdb_mlm-realmask-300-seed1-amd-epyc-2cores.json":
+        "9c24a7d4af8d6fab73513dd908d65d38317b2ce1b59738cfc9c9f468b13cfedc",
+    "imdb_mlm-realmask-300-seed2-amd-epyc-2cores.json":
+        "2c52d3ab9504da3d65ecfed854dc8f9fce0d303b90436f15aa7b74b1e3d82550",
+    "imdb_mlm-realmask-300-seed3-amd-epyc-2cores.json":
+        "cf06f6454705f2b98ba97178214a34307697b27708817d7f94e79d252e2a6dab",
+    "imdb_mlm-scratch-seed1-amd-epyc-2cores.json":
+        "dd1bb7cefe1334252676d790673d9e6ad290f27d90b9b4233df2fd45c43b2784",
+    "imdb_mlm-scratch-seed2-amd-epyc-2cores.json":
+        "1a66ad88d348864e77f097abe8aaf8264780d67e802c88d796a3589e5ba7e2f0",
+    "imdb_mlm-scratch-seed3-amd-epyc-2cores.json":
+        "03bd43d5a05dee7df6dd2896132800b7be09a20392c184f4f9d99df6f19ddadb",
     "sparse_attention-amd-epyc-2cores.json":
         "c8252180cc0cc8401f589907f4c36351bac3edea66d1daad0373504c4714ed09",
     "sparse_attention-seed1-amd-epyc-2cores.json":
