@@ -201,6 +201,8 @@ def translation_loader(examples: Sequence[tuple[Sequence[int], Sequence[int]]], 
 # %% ../nbs/09_data.ipynb #0ac2a699
 #: the stored results that the chapters show (`bench/results/` of the repository), pinned by sha256
 RESULT_FILES = {
+    "modern_ablation-amd-epyc-2cores.json":
+        "058557e76223361c13b38ea409b25fb3af1e08cc44d4a52e3ae6755aad663b3c",
     "imdb_mlm-realmask-300-seed1-amd-epyc-2cores.json":
         "9c24a7d4af8d6fab73513dd908d65d38317b2ce1b59738cfc9c9f468b13cfedc",
     "imdb_mlm-realmask-300-seed2-amd-epyc-2cores.json":
