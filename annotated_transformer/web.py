@@ -33,14 +33,10 @@ def _table(position: nn.Module, rows: int) -> Tensor:
     t = position.pe[0] if hasattr(position, "pe") else position.pos.weight
     return t[:rows].detach().clone()
 
-def _heads(m: nn.Module, x: Tensor) -> Tensor:
-    "A projection's output `(b, t, h * d_k)` split into the heads of `MultiHeadedAttention` `m`: `(b, h, t, d_k)`."
-    return x.reshape(x.size(0), x.size(1), m.h, m.d_k).transpose(1, 2)
-
 def _attend(m: nn.Module, y: Tensor, k: Tensor, v: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
     """`MultiHeadedAttention` `m` for the queries of `y` `(b, t, d_model)` on keys and values `(b, h, s, d_k)`
     (projected already), with chapter 3's `attention`: the output `(b, t, d_model)` and the weights `(b, h, t, s)`."""
-    x, w = attention(_heads(m, m.w_q(y)), k, v, mask)
+    x, w = attention(m.heads(m.w_q(y)), k, v, mask)
     return m.w_o(x.transpose(1, 2).reshape(y.size(0), y.size(1), m.d_model)), w
 
 def _causal(t_new: int, past: int, device=None) -> Tensor:
@@ -54,8 +50,8 @@ def _embed(inp: nn.Module, ids: Tensor, table: Tensor, start) -> Tensor:
 
 def _self_attn_cached(a: nn.Module, y: Tensor, past_k: Tensor, past_v: Tensor, mask: Tensor, keep: list) -> Tensor:
     "Self-attention of `y` after the cached keys/values `(b, h, T, d_k)`; appends the grown ones to `keep`."
-    k = torch.cat([past_k, _heads(a, a.w_k(y))], 2)
-    v = torch.cat([past_v, _heads(a, a.w_v(y))], 2)
+    k = torch.cat([past_k, a.heads(a.w_k(y))], 2)
+    v = torch.cat([past_v, a.heads(a.w_v(y))], 2)
     keep.append((k, v))
     return _attend(a, y, k, v, mask)[0]
 
@@ -72,12 +68,12 @@ class TranslationEncoder(nn.Module):
         x = _embed(self.model.src_embed, src, self.table, 0)
         for layer in self.model.encoder.layers:
             a = layer.self_attn
-            x = layer.sublayer[0](x, lambda y: _attend(a, y, _heads(a, a.w_k(y)), _heads(a, a.w_v(y)), mask)[0])
+            x = layer.sublayer[0](x, lambda y: _attend(a, y, a.heads(a.w_k(y)), a.heads(a.w_v(y)), mask)[0])
             x = layer.sublayer[1](x, layer.feed_forward)
         memory = self.model.encoder.norm(x)                                    # (b, S, d_model)
         cross = [l.src_attn for l in self.model.decoder.layers]
-        return (torch.stack([_heads(c, c.w_k(memory)) for c in cross]),       # memory_k (N, b, h, S, d_k)
-                torch.stack([_heads(c, c.w_v(memory)) for c in cross]))       # memory_v
+        return (torch.stack([c.heads(c.w_k(memory)) for c in cross]),       # memory_k (N, b, h, S, d_k)
+                torch.stack([c.heads(c.w_v(memory)) for c in cross]))       # memory_v
 
 class TranslationDecoderStep(nn.Module):
     """Graph 2 of translation: `t` new target ids `(b, t)` after `T` cached ones -> log-probabilities `(b, t, V)`,
@@ -118,7 +114,7 @@ class ClassifierGraph(nn.Module):
         weights = []
         for layer in self.model.encoder.layers:
             def sa(y, a=layer.self_attn):
-                out, w = _attend(a, y, _heads(a, a.w_k(y)), _heads(a, a.w_v(y)), keep[:, None, None, :])
+                out, w = _attend(a, y, a.heads(a.w_k(y)), a.heads(a.w_v(y)), keep[:, None, None, :])
                 weights.append(w)
                 return out
             x = layer.sublayer[0](x, sa)
