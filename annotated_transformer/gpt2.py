@@ -1,4 +1,4 @@
-"""Chapter 11's decoder-only model rearranged as GPT-2 (pre-norm, GELU, learned positions, a final norm, a tied head), and the real GPT-2 weights read from the Hugging Face format into it.
+"""Chapter 11's pre-norm decoder-only model with GPT-2's changes (learned positions, GELU, scaled-down residual projections, a tied head), and the real GPT-2 weights read from the Hugging Face format into it, every configuration field that changes the computation read or refused.
 
 Docs: https://annotated-transformer.github.io/annotated-transformer/gpt2.html.md"""
 
@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import pickle
 from pathlib import Path
 
 import torch
@@ -20,11 +21,12 @@ from .embeddings import Embeddings, check_token_ids
 from .positional import LearnedPositionalEmbedding
 from .attention import MultiHeadedAttention
 from .blocks import LayerNorm, PositionwiseFeedForward, EncoderLayer, Encoder
-from .model import InputEmbedding, LanguageModel, count_parameters
+from .model import InputEmbedding, LanguageModel, count_parameters, cached_length
 
 # %% auto #0
-__all__ = ['WEIGHT_FILES', 'gelu_tanh', 'GELUFeedForward', 'UnscaledEmbeddings', 'LogProbs', 'CausalLM', 'init_gpt', 'make_gpt2',
-           'HFCheckpointError', 'hf_folder', 'read_hf_folder', 'check_model_type', 'hf_tensor', 'load_hf_gpt2']
+__all__ = ['WEIGHT_FILES', 'GELU_VARIANTS', 'gelu_tanh', 'GELUFeedForward', 'UnscaledEmbeddings', 'LogProbs', 'CausalLM',
+           'init_gpt', 'make_gpt2', 'HFCheckpointError', 'hf_folder', 'read_hf_folder', 'read_hf_config',
+           'check_model_type', 'hf_tensor', 'hf_field', 'load_hf_gpt2']
 
 # %% ../nbs/13_gpt2.ipynb #4dc98b5f
 def gelu_tanh(x: Tensor) -> Tensor:
@@ -32,9 +34,14 @@ def gelu_tanh(x: Tensor) -> Tensor:
     return 0.5 * x * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x ** 3)))
 
 class GELUFeedForward(PositionwiseFeedForward):
-    "Chapter 4's FFN with GELU (tanh approximation) for ReLU: GELU(x W1 + b1) W2 + b2, `(b, t, d_model)` -> same."
+    """Chapter 4's FFN with GELU for ReLU: GELU(x W1 + b1) W2 + b2, `(b, t, d_model)` -> same. `approximate`: "tanh"
+    (GPT-2's, `gelu_tanh`) or "none" (the exact x Phi(x))."""
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.1, approximate: str = "tanh"):
+        super().__init__(d_model, d_ff, dropout)
+        self.approximate = approximate
+
     def forward(self, x: Tensor) -> Tensor:
-        return self.w_2(self.dropout(F.gelu(self.w_1(x), approximate="tanh")))   # PyTorch's fused gelu_tanh
+        return self.w_2(self.dropout(F.gelu(self.w_1(x), approximate=self.approximate)))   # PyTorch's fused kernels
 
 # %% ../nbs/13_gpt2.ipynb #66dfe1e7
 class UnscaledEmbeddings(Embeddings):
@@ -56,6 +63,11 @@ class CausalLM(LanguageModel):
         self.head = head
 
     def forward(self, x: Tensor, cache: list[dict] | None = None) -> Tensor:
+        end, limit = cached_length(cache) + x.size(1), self.config.get("context")
+        if limit and end > limit:
+            raise ValueError(f"the input reaches position {end}, beyond the {limit} positions this model reads (its context; "
+                             f"a Hugging Face model's n_positions or max_position_embeddings): pass at most the last {limit} "
+                             f"ids, e.g. ids[:, -{limit}:] (generate() keeps its window within it by itself).")
         return self.head(super().forward(x, cache))                 # (batch, t, d_model) -> (batch, t, vocab)
 
 # %% ../nbs/13_gpt2.ipynb #9fa74eec
@@ -68,20 +80,22 @@ def init_gpt(model: nn.Module, n_layers: int, std: float = 0.02) -> None:
         elif name.endswith("bias"): nn.init.zeros_(p)
 
 def make_gpt2(vocab: int = 50257, N: int = 12, d_model: int = 768, h: int = 12, context: int = 1024,
-              d_ff: int | None = None, dropout: float = 0.0, eps: float = 1e-5) -> CausalLM:
-    """GPT-2: `N` pre-norm causal `EncoderLayer`s with GELU, learned positions for `context` tokens, a final layer
-    norm, and the output layer tied to the token table. `d_ff` defaults to 4 * d_model; `eps`: the norms' epsilon."""
+              d_ff: int | None = None, dropout: float = 0.0, eps: float = 1e-5, *, gelu: str = "tanh",
+              tie_embeddings: bool = True) -> CausalLM:
+    """GPT-2: `N` pre-norm causal `EncoderLayer`s with GELU (`gelu`: "tanh" or "none", exact), learned positions for
+    `context` tokens, a final layer norm, and the output layer tied to the token table (or, `tie_embeddings=False`, a
+    matrix of its own). `d_ff` defaults to 4 * d_model; `eps`: the norms' epsilon."""
     d_ff = d_ff or 4 * d_model
-    layer = EncoderLayer(d_model, MultiHeadedAttention(h, d_model, dropout), GELUFeedForward(d_model, d_ff, dropout),
-                         dropout, norm_first=True)
+    layer = EncoderLayer(d_model, MultiHeadedAttention(h, d_model, dropout),
+                         GELUFeedForward(d_model, d_ff, dropout, gelu), dropout, norm_first=True)
     embed = InputEmbedding(UnscaledEmbeddings(d_model, vocab), LearnedPositionalEmbedding(d_model, dropout, context))
     model = CausalLM(embed, Encoder(layer, N), nn.Linear(d_model, vocab, bias=False))
-    model.head.weight = model.embed.embed.lut.weight               # tied: logits = h E^T
+    if tie_embeddings: model.head.weight = model.embed.embed.lut.weight      # tied: logits = h E^T
     for m in model.modules():
         if isinstance(m, LayerNorm): m.eps = eps
     init_gpt(model, N)
     model.config = dict(kind="gpt2", src_vocab=vocab, tgt_vocab=vocab, N=N, d_model=d_model, h=h, context=context,
-                        d_ff=d_ff, dropout=dropout, eps=eps)
+                        d_ff=d_ff, dropout=dropout, eps=eps, gelu=gelu, tie_embeddings=tie_embeddings)
     return model
 
 # %% ../nbs/13_gpt2.ipynb #d6d0e261
@@ -91,37 +105,61 @@ class HFCheckpointError(ValueError):
 def hf_folder(path_or_name: str | os.PathLike) -> Path:
     """The folder `path_or_name`, or, when no such folder exists, hub model `path_or_name` downloaded (`config.json`,
     weights and `tokenizer.json`; needs `huggingface_hub`, which `tokenizers` installs)."""
-    if Path(path_or_name).exists(): return Path(path_or_name)
+    name = str(path_or_name)
+    if Path(name).expanduser().is_dir(): return Path(name).expanduser()
+    if Path(name).exists(): raise HFCheckpointError(f"{name} is a file: give the model's folder, the one holding config.json.")
+    if Path(name).is_absolute() or name.startswith((".", "~")) or name.count("/") > 1 or "\\" in name:
+        raise HFCheckpointError(f"no folder {name}: check the path (a hub model is named like 'gpt2' or 'owner/name').")
     try: from huggingface_hub import snapshot_download
-    except ImportError: raise HFCheckpointError(f"{path_or_name!r} is not a folder, and huggingface_hub is not installed to download it.") from None
+    except ImportError: raise HFCheckpointError(f"no folder {name}, and huggingface_hub is not installed to download it from the hub.") from None
     files = ["config.json", "tokenizer.json"]
-    folder = Path(snapshot_download(str(path_or_name), allow_patterns=files + ["model*.safetensors*"]))
-    if not any(folder.glob("*.safetensors")):                       # an old repository: the pickle only
-        folder = Path(snapshot_download(str(path_or_name), allow_patterns=files + ["pytorch_model.bin"]))
+    try:
+        folder = Path(snapshot_download(name, allow_patterns=files + ["model*.safetensors*"]))
+        if not any(folder.glob("*.safetensors")):                   # an old repository: the pickle only
+            folder = Path(snapshot_download(name, allow_patterns=files + ["pytorch_model.bin"]))
+    except Exception as e:                                          # a bad name, not on the hub, no network
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise HFCheckpointError(f"no folder {name}, and the hub did not give a model of that name ({why}).") from None
     return folder
 
 # %% ../nbs/13_gpt2.ipynb #63a9a886
 WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
 
+def _read_weights(f: Path) -> dict[str, Tensor]:
+    "The tensors of weights file `f`; a pickle is read with `weights_only=True`, and refused if it holds more."
+    from safetensors.torch import load_file
+    if f.name.endswith(".json"):                                    # shards: {tensor name: shard file}
+        shards = sorted(set(json.loads(f.read_text())["weight_map"].values()))
+        return {k: v for s in shards for k, v in load_file(f.parent / s).items()}
+    if f.name.endswith(".safetensors"): return load_file(f)
+    try: tensors = torch.load(f, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError:
+        raise HFCheckpointError(f"{f} holds more than tensors (loading it would run code stored in the file); this "
+                                f"package reads tensors only: use the model's model.safetensors.") from None
+    except RuntimeError as e: raise HFCheckpointError(f"{f} is not a readable PyTorch file ({str(e).splitlines()[0]}).") from None
+    if not isinstance(tensors, dict): raise HFCheckpointError(f"{f} holds a {type(tensors).__name__}, not a table of named tensors.")
+    return tensors
+
 def read_hf_folder(path_or_name: str | os.PathLike, model_type: str) -> tuple[dict, dict[str, Tensor], str]:
     """`(config, tensors, weights_file)` of a Hugging Face folder of `model_type`, or of a hub name (downloaded)
     when no such folder exists. The weights come from the first of `WEIGHT_FILES` present; a pickle is read with
     `torch.load(weights_only=True)`, so no code in it runs."""
-    from safetensors.torch import load_file
     folder = hf_folder(path_or_name)
-    cfg = folder / "config.json"
-    if not cfg.is_file(): raise HFCheckpointError(f"{cfg} not found: a Hugging Face model folder has a config.json.")
-    config = json.loads(cfg.read_text())
-    check_model_type(config, model_type, cfg)
+    config = read_hf_config(folder)
+    check_model_type(config, model_type, folder / "config.json")
     found = [folder / n for n in WEIGHT_FILES if (folder / n).is_file()]
     if not found: raise HFCheckpointError(f"no weights in {folder}: expected one of {', '.join(WEIGHT_FILES)}.")
-    f = found[0]
-    if f.name.endswith(".bin"): tensors = torch.load(f, map_location="cpu", weights_only=True)
-    elif f.name.endswith(".json"):                                   # shards: {tensor name: shard file}
-        shards = sorted(set(json.loads(f.read_text())["weight_map"].values()))
-        tensors = {k: v for s in shards for k, v in load_file(folder / s).items()}
-    else: tensors = load_file(f)
-    return config, tensors, str(f)
+    return config, _read_weights(found[0]), str(found[0])
+
+def read_hf_config(folder: Path) -> dict:
+    "The `config.json` of `folder` as a dict; a one-line `HFCheckpointError` if it is missing or not a JSON object."
+    cfg = Path(folder) / "config.json"
+    if not cfg.is_file(): raise HFCheckpointError(f"{cfg} not found: a Hugging Face model folder has a config.json.")
+    try: config = json.loads(cfg.read_text(encoding="utf-8"))
+    except (ValueError, UnicodeDecodeError) as e:
+        raise HFCheckpointError(f"{cfg} is not valid JSON ({e}); download the model's config.json again.") from None
+    if not isinstance(config, dict): raise HFCheckpointError(f"{cfg} is not a JSON object of settings; download it again.")
+    return config
 
 # %% ../nbs/13_gpt2.ipynb #ed681e03
 def check_model_type(config: dict, model_type: str, config_file: str | os.PathLike) -> None:
@@ -146,30 +184,51 @@ def _linear(lin: nn.Linear, weight: Tensor, bias: Tensor | None = None) -> None:
     if bias is not None: lin.bias.copy_(bias)
 
 # %% ../nbs/13_gpt2.ipynb #5caa5450
+#: GPT-2 `activation_function` values that are a GELU -> `GELUFeedForward`'s `approximate` ("tanh" variants differ
+#: only in how they write the same formula)
+GELU_VARIANTS = {"gelu_new": "tanh", "gelu_pytorch_tanh": "tanh", "gelu_python_tanh": "tanh", "gelu_fast": "tanh",
+                 "gelu_accurate": "tanh", "gelu": "none", "gelu_python": "none"}
+
+def hf_field(config: dict, name: str, file: str):
+    "`config[name]`; an `HFCheckpointError` naming the missing field otherwise."
+    if name not in config: raise HFCheckpointError(f"{file}: config.json has no {name!r}, which the model's shape needs.")
+    return config[name]
+
+def _gpt2_options(config: dict, file: str) -> dict:
+    "`make_gpt2`'s keyword arguments for a GPT-2 `config.json`; an `HFCheckpointError` naming a field it cannot build."
+    act = config.get("activation_function", "gelu_new")
+    if act not in GELU_VARIANTS:
+        raise HFCheckpointError(f"{file}: activation_function={act!r} is not a GELU; load_hf_gpt2 reads {', '.join(GELU_VARIANTS)}.")
+    d, N, V, T, h = (hf_field(config, k, file) for k in ("n_embd", "n_layer", "vocab_size", "n_positions", "n_head"))
+    return dict(vocab=V, N=N, d_model=d, h=h, context=T, d_ff=config.get("n_inner") or 4 * d,
+                eps=config.get("layer_norm_epsilon", 1e-5), gelu=GELU_VARIANTS[act],
+                tie_embeddings=config.get("tie_word_embeddings", True))
+
+# %% ../nbs/13_gpt2.ipynb #5caa5451
 @torch.no_grad()
 def load_hf_gpt2(path_or_name: str | os.PathLike) -> CausalLM:
     """A Hugging Face `GPT2LMHeadModel` (folder or hub name, e.g. "gpt2") as a `make_gpt2` model in eval mode,
     float32: `model(ids)` returns the same logits `(batch, t, vocab)`."""
     config, sd, file = read_hf_folder(path_or_name, "gpt2")
-    act = config.get("activation_function", "gelu_new")
-    if act not in ("gelu_new", "gelu_pytorch_tanh") or config.get("scale_attn_by_inverse_layer_idx"):
-        raise HFCheckpointError(f"{file}: this GPT-2 uses activation {act!r} or per-layer attention scaling; "
-                                f"load_hf_gpt2 reads GPT-2's own choices (gelu_new, no per-layer scaling).")
-    d, N, V, T = config["n_embd"], config["n_layer"], config["vocab_size"], config["n_positions"]
-    d_ff = config.get("n_inner") or 4 * d
-    model = make_gpt2(V, N, d, config["n_head"], T, d_ff, 0.0, config.get("layer_norm_epsilon", 1e-5)).eval()
+    o = _gpt2_options(config, file)
+    model = make_gpt2(**o).eval()
+    d, V, T, d_ff, d_k = o["d_model"], o["vocab"], o["context"], o["d_ff"], o["d_model"] // o["h"]
+    scaled, by_layer = config.get("scale_attn_weights", True), config.get("scale_attn_by_inverse_layer_idx", False)
     sd = {k.removeprefix("transformer."): v for k, v in sd.items()}
     get = lambda name, *shape: hf_tensor(sd, name, shape, file)
-    model.embed.embed.lut.weight.copy_(get("wte.weight", V, d))     # also the head: tied
+    model.embed.embed.lut.weight.copy_(get("wte.weight", V, d))     # also the head when tied
     model.embed.position.pos.weight.copy_(get("wpe.weight", T, d))
     for i, layer in enumerate(model.decoder.layers):
         p, attn, ff = f"h.{i}.", layer.self_attn, layer.feed_forward
         for norm, ln in zip((s.norm for s in layer.sublayer), ("ln_1", "ln_2")):
             _linear(norm, get(p + ln + ".weight", d), get(p + ln + ".bias", d))
         w, b = get(p + "attn.c_attn.weight", d, 3 * d).t(), get(p + "attn.c_attn.bias", 3 * d)   # Conv1D: (in, out)
-        for lin, wi, bi in zip((attn.w_q, attn.w_k, attn.w_v), w.split(d), b.split(d)): _linear(lin, wi, bi)
+        c = (1.0 if scaled else math.sqrt(d_k)) / (i + 1 if by_layer else 1)   # its score scale over ours, 1/sqrt(d_k)
+        for lin, wi, bi, ci in zip((attn.w_q, attn.w_k, attn.w_v), w.split(d), b.split(d), (c, 1, 1)):
+            _linear(lin, wi * ci, bi * ci)                          # c q . k = (c q) . k: folded into W_Q and b_Q
         _linear(attn.w_o, get(p + "attn.c_proj.weight", d, d).t(), get(p + "attn.c_proj.bias", d))
         _linear(ff.w_1, get(p + "mlp.c_fc.weight", d, d_ff).t(), get(p + "mlp.c_fc.bias", d_ff))
         _linear(ff.w_2, get(p + "mlp.c_proj.weight", d_ff, d).t(), get(p + "mlp.c_proj.bias", d))
     _linear(model.decoder.norm, get("ln_f.weight", d), get("ln_f.bias", d))
+    if not o["tie_embeddings"]: model.head.weight.copy_(get("lm_head.weight", V, d))
     return model
