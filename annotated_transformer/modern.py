@@ -7,28 +7,34 @@ Docs: https://annotated-transformer.github.io/annotated-transformer/modern.html.
 # %% ../nbs/16_modern.ipynb #6c45e24b
 from __future__ import annotations
 
-import json
 import math
 import os
+from functools import partial
 
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 
+from .embeddings import Embeddings
 from .positional import RotaryEmbedding, PositionalEncoding, LearnedPositionalEmbedding
 from .attention import MultiHeadedAttention
 from .blocks import LayerNorm, PositionwiseFeedForward, EncoderLayer, Encoder
 from .model import InputEmbedding
 from .gpt2 import (CausalLM, UnscaledEmbeddings, GELUFeedForward, init_gpt, HFCheckpointError,
-                                        hf_folder, read_hf_folder, hf_tensor, load_hf_gpt2)
+                                        hf_folder, read_hf_folder, read_hf_config, hf_tensor, hf_field, load_hf_gpt2)
 
 # %% auto #0
-__all__ = ['HF_LOADERS', 'RMSNorm', 'use_rms_norm', 'Rotary', 'NoPosition', 'SwiGLU', 'GroupedQueryAttention', 'remove_biases',
-           'make_modern_lm', 'rotate_half_to_pairs', 'load_hf_llama', 'load_hf']
+__all__ = ['LLAMA_LIKE', 'HF_LOADERS', 'rms_norm_reference', 'RMSNorm', 'use_rms_norm', 'rope_frequencies', 'Rotary',
+           'NoPosition', 'SwiGLU', 'GroupedQueryAttention', 'remove_biases', 'make_modern_lm', 'rotate_half_to_pairs',
+           'load_hf_llama', 'load_hf']
 
 # %% ../nbs/16_modern.ipynb #86b6828c
+def rms_norm_reference(x: Tensor, weight: Tensor, eps: float = 1e-6) -> Tensor:
+    "x / sqrt(mean(x^2) + eps) * weight over the last dimension, written out."
+    return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + eps) * weight
+
 class RMSNorm(nn.Module):
-    "x / sqrt(mean(x^2) + eps) * weight over the last dimension, computed in at least float32: `(..., d)` -> same."
+    "`rms_norm_reference` in one fused kernel, computed in at least float32: `(..., d)` -> same."
     def __init__(self, features: int, eps: float = 1e-6):
         super().__init__()
         self.weight = nn.Parameter(torch.ones(features))                 # the gain g; no shift
@@ -36,7 +42,7 @@ class RMSNorm(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         x32 = x.to(torch.promote_types(x.dtype, torch.float32))
-        return self.weight * (x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)).to(x.dtype)
+        return self.weight * F.rms_norm(x32, x32.shape[-1:], eps=self.eps).to(x.dtype)
 
 def use_rms_norm(model: nn.Module, eps: float = 1e-6) -> nn.Module:
     "Replace every `LayerNorm` inside `model` by an `RMSNorm` of the same width, in place; returns `model`."
@@ -46,14 +52,27 @@ def use_rms_norm(model: nn.Module, eps: float = 1e-6) -> nn.Module:
     return model
 
 # %% ../nbs/16_modern.ipynb #72ed89f6
+def rope_frequencies(dim: int, theta: float = 10000.0, scaling: dict | None = None) -> Tensor:
+    """The `dim / 2` rotary frequencies theta^(-2i/dim), float64, changed by `scaling` (Hugging Face's `rope_parameters`):
+    `rope_type` "default", "linear" (all divided by `factor`) or "llama3" (the slow ones divided by `factor`, blended
+    between `low_freq_factor` and `high_freq_factor` of `original_max_position_embeddings`)."""
+    w = torch.exp(-math.log(theta) * torch.arange(0, dim, 2, dtype=torch.float64) / dim)
+    kind = (scaling or {}).get("rope_type", (scaling or {}).get("type", "default"))
+    if kind == "default": return w
+    if kind == "linear": return w / scaling["factor"]
+    if kind != "llama3": raise ValueError(f"rope_type {kind!r} is not implemented; Rotary reads 'default', 'linear' and 'llama3'.")
+    s, lo, hi, L = (scaling[k] for k in ("factor", "low_freq_factor", "high_freq_factor", "original_max_position_embeddings"))
+    blend = ((L * w / (2 * math.pi) - lo) / (hi - lo)).clamp(0, 1)   # 0: wavelength > L / lo, 1: wavelength < L / hi
+    return (1 - blend) * w / s + blend * w
+
 class Rotary(RotaryEmbedding):
-    "Chapter 2's `RotaryEmbedding` for width `dim`, with angles pos * theta^(-2i/dim) for positions < `max_len`."
-    def __init__(self, dim: int, max_len: int = 5000, theta: float = 10000.0):
+    """Chapter 2's `RotaryEmbedding` for width `dim`, with angles pos * w_i for positions < `max_len`, w_i the
+    `rope_frequencies` of base `theta` and `scaling`."""
+    def __init__(self, dim: int, max_len: int = 5000, theta: float = 10000.0, scaling: dict | None = None):
         super().__init__(dim, max_len)
-        inv_freq = torch.exp(-math.log(theta) * torch.arange(0, dim, 2, dtype=torch.float64) / dim)
-        angle = torch.arange(max_len, dtype=torch.float64)[:, None] * inv_freq      # (max_len, dim/2)
+        angle = torch.arange(max_len, dtype=torch.float64)[:, None] * rope_frequencies(dim, theta, scaling)   # (max_len, dim/2)
         self.cos.copy_(angle.cos()); self.sin.copy_(angle.sin())
-        self.theta = theta
+        self.theta, self.scaling = theta, scaling
 
 class NoPosition(nn.Module):
     "The embeddings' position module when positions enter through attention: dropout only."
@@ -77,9 +96,11 @@ class SwiGLU(nn.Module):
 # %% ../nbs/16_modern.ipynb #99040424
 class GroupedQueryAttention(nn.Module):
     """Causal self-attention with `h` query heads sharing `n_kv_heads` key/value heads of width `head_dim` (default
-    d_model // h), rotary positions if `rope` is given. `cache` holds keys and values `(b, n_kv_heads, t, head_dim)`."""
+    d_model // h), rotary positions if `rope` is given, each query seeing only the `window` latest keys if given, and
+    RMS-normalised query and key heads if `qk_norm`. `cache` holds keys and values `(b, n_kv_heads, t, head_dim)`."""
     def __init__(self, d_model: int, h: int, n_kv_heads: int | None = None, head_dim: int | None = None,
-                 rope: Rotary | None = None, dropout: float = 0.0):
+                 rope: Rotary | None = None, dropout: float = 0.0, window: int | None = None, qk_norm: bool = False,
+                 eps: float = 1e-6):
         super().__init__()
         n_kv_heads = n_kv_heads or h
         if h % n_kv_heads: raise ValueError(f"h={h} query heads cannot share n_kv_heads={n_kv_heads} equally; pick a divisor of h.")
@@ -88,27 +109,29 @@ class GroupedQueryAttention(nn.Module):
         self.w_q = nn.Linear(d_model, h * self.d_k)
         self.w_k, self.w_v = (nn.Linear(d_model, n_kv_heads * self.d_k) for _ in range(2))
         self.w_o = nn.Linear(h * self.d_k, d_model)
-        self.rope, self.p = rope, dropout
+        self.q_norm, self.k_norm = (RMSNorm(self.d_k, eps), RMSNorm(self.d_k, eps)) if qk_norm else (None, None)
+        self.rope, self.p, self.window = rope, dropout, window
 
     def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
                 cache=None, is_causal: bool = False) -> Tensor:
         "`(b, t, d_model)` -> same; `mask`: bool `(b, 1 or t, t_k)`, True = attend; `is_causal`: the causal mask."
         b, t, _ = query.shape
-        q = self.w_q(query).view(b, t, self.h, self.d_k).transpose(1, 2)              # (b, h, t, d_k)
         start = 0 if cache is None else len(cache)                                  # positions already cached
-        if self.rope is not None: q = self.rope(q, start)
-        def project():                                                              # this step's keys and values
-            k, v = (w(x).view(b, t, self.n_kv, self.d_k).transpose(1, 2) for w, x in ((self.w_k, key), (self.w_v, value)))
-            return (k if self.rope is None else self.rope(k, start)), v             # (b, n_kv, t, d_k)
+        def heads(w, x, n, norm=None, rotate=False):                                # (b, n, t, d_k)
+            y = w(x).view(b, t, n, self.d_k).transpose(1, 2)
+            y = y if norm is None else norm(y)                                      # Qwen3's query/key norm
+            return self.rope(y, start) if rotate and self.rope is not None else y
+        q = heads(self.w_q, query, self.h, self.q_norm, rotate=True)
+        project = lambda: (heads(self.w_k, key, self.n_kv, self.k_norm, rotate=True), heads(self.w_v, value, self.n_kv))
         k, v = project() if cache is None else cache.update(project)                # chapter 7's cache, n_kv heads
-        g = self.h // self.n_kv
-        k, v = k.repeat_interleave(g, dim=1), v.repeat_interleave(g, dim=1)         # (b, h, t_k, d_k): head j -> j // g
         t_k, m = k.size(2), None if mask is None else mask.unsqueeze(1)
-        if is_causal and t > 1 and (t != t_k or m is not None):                     # queries after cached keys
-            causal = torch.ones(t, t_k, dtype=torch.bool, device=q.device).tril(t_k - t)
-            m, is_causal = causal if m is None else m & causal, False
+        local = self.window is not None and t_k > self.window                       # some keys lie outside the window
+        if is_causal and (local or (t > 1 and (t != t_k or m is not None))):        # cached keys, a mask, a window
+            q_pos, k_pos = torch.arange(t_k - t, t_k, device=q.device)[:, None], torch.arange(t_k, device=q.device)
+            allowed = (k_pos <= q_pos) & (q_pos - k_pos < (self.window or t_k))     # (t, t_k)
+            m, is_causal = allowed if m is None else m & allowed, False
         x = F.scaled_dot_product_attention(q, k, v, attn_mask=m, dropout_p=self.p if self.training else 0.0,
-                                           is_causal=is_causal and t > 1)
+                                           is_causal=is_causal and t > 1, enable_gqa=True)   # head j reads kv head j // g
         return self.w_o(x.transpose(1, 2).reshape(b, t, self.h * self.d_k))
 
 # %% ../nbs/16_modern.ipynb #a1f0ca49
@@ -122,30 +145,34 @@ def remove_biases(model: nn.Module) -> nn.Module:
 def make_modern_lm(vocab: int, N: int = 4, d_model: int = 128, h: int = 4, n_kv_heads: int | None = None,
                    d_ff: int | None = None, context: int = 256, dropout: float = 0.0, *, norm: str = "rms",
                    positional: str = "rope", ffn: str = "swiglu", bias: bool = False, tie_embeddings: bool = False,
-                   eps: float = 1e-6, rope_theta: float = 10000.0, head_dim: int | None = None) -> CausalLM:
+                   eps: float = 1e-6, rope_theta: float = 10000.0, head_dim: int | None = None,
+                   rope_scaling: dict | None = None, window: int | None = None, qk_norm: bool = False) -> CausalLM:
     """A decoder-only `CausalLM` of `N` pre-norm causal layers. The switches, at their 2017 values then today's:
     `norm` "layer" | "rms"; `positional` "sinusoidal" | "learned" | "rope" (base `rope_theta`); `ffn` "relu" |
     "gelu" | "swiglu" (`d_ff` default 4 d_model, 8/3 d_model for SwiGLU); `n_kv_heads` None (= h) or fewer key/value
-    heads; `bias` True | False. `context`: the longest sequence; `eps`: RMSNorm's epsilon."""
+    heads; `bias` True | False. `context`: the longest sequence; `eps`: RMSNorm's epsilon; `rope_scaling`: `Rotary`'s;
+    `window`, `qk_norm`: `GroupedQueryAttention`'s. Sinusoids get chapter 11's scaled embedding, N(0, 1/d) * sqrt(d)."""
     config = dict(kind="modern", src_vocab=vocab, tgt_vocab=vocab, **locals())   # the arguments, to rebuild it
     for name, value, allowed in (("norm", norm, ("layer", "rms")), ("positional", positional, ("sinusoidal", "learned", "rope")),
                                  ("ffn", ffn, ("relu", "gelu", "swiglu"))):
         if value not in allowed: raise ValueError(f"{name} must be one of {', '.join(allowed)}; got {value!r}.")
     d_ff = d_ff or (8 * d_model // 3 if ffn == "swiglu" else 4 * d_model)
     ff = {"relu": PositionwiseFeedForward, "gelu": GELUFeedForward, "swiglu": SwiGLU}[ffn](d_model, d_ff, dropout)
-    attn = GroupedQueryAttention(d_model, h, n_kv_heads, head_dim, None, dropout)
+    attn = GroupedQueryAttention(d_model, h, n_kv_heads, head_dim, None, dropout, window, qk_norm, eps)
     position = {"sinusoidal": PositionalEncoding, "learned": LearnedPositionalEmbedding}.get(positional)
     position = NoPosition(dropout) if position is None else position(d_model, dropout, context)
-    model = CausalLM(InputEmbedding(UnscaledEmbeddings(d_model, vocab), position),
+    tokens = (Embeddings if positional == "sinusoidal" else UnscaledEmbeddings)(d_model, vocab)
+    model = CausalLM(InputEmbedding(tokens, position),
                      Encoder(EncoderLayer(d_model, attn, ff, dropout, norm_first=True), N),
                      nn.Linear(d_model, vocab, bias=False))
     if positional == "rope":                                      # one table of angles, shared by every layer
-        rope = Rotary(attn.d_k, context, rope_theta)
+        rope = Rotary(attn.d_k, context, rope_theta, rope_scaling)
         for layer in model.decoder.layers: layer.self_attn.rope = rope
     if norm == "rms": use_rms_norm(model, eps)
     if not bias: remove_biases(model)
     if tie_embeddings: model.head.weight = model.embed.embed.lut.weight
     init_gpt(model, N)
+    if positional == "sinusoidal": nn.init.normal_(tokens.lut.weight, 0.0, d_model ** -0.5)   # chapter 11's
     model.config = config
     return model
 
@@ -158,54 +185,74 @@ def rotate_half_to_pairs(w: Tensor, heads: int) -> Tensor:
     return w.reshape(heads, d_k, *w.shape[1:])[:, perm].reshape(w.shape)
 
 # %% ../nbs/16_modern.ipynb #97332479
-def _llama_options(config: dict, file: str) -> dict:
-    "`make_modern_lm`'s keyword arguments for a Llama `config.json`; an `HFCheckpointError` for what it cannot build."
-    rope = config.get("rope_parameters") or config.get("rope_scaling") or {}
-    kind = rope.get("rope_type", rope.get("type", "default"))
-    if kind != "default" or config.get("hidden_act", "silu") != "silu" or config.get("attention_bias") or config.get("mlp_bias"):
-        raise HFCheckpointError(f"{file}: this Llama uses RoPE scaling {kind!r}, activation {config.get('hidden_act')!r} "
-                                f"or biases; load_hf_llama reads plain RoPE, SiLU and no biases.")
-    d, h = config["hidden_size"], config["num_attention_heads"]
-    return dict(vocab=config["vocab_size"], N=config["num_hidden_layers"], d_model=d, h=h,
-                n_kv_heads=config.get("num_key_value_heads") or h, d_ff=config["intermediate_size"],
-                context=config["max_position_embeddings"], eps=config.get("rms_norm_eps", 1e-6),
-                rope_theta=rope.get("rope_theta", config.get("rope_theta", 10000.0)),
-                head_dim=config.get("head_dim") or d // h, tie_embeddings=bool(config.get("tie_word_embeddings")))
+#: `model_type`s of `config.json` that `load_hf_llama` reads: Llama's layout, with Mistral's sliding window, Qwen2's
+#: query/key/value biases, Qwen3's query/key norms
+LLAMA_LIKE = ("llama", "mistral", "qwen2", "qwen3")
+
+def _llama_options(config: dict, file: str, model_type: str) -> tuple[dict, tuple[str, ...], list]:
+    """`make_modern_lm`'s keyword arguments for a Llama-like `config.json`, the linear maps with a bias, and each
+    layer's window; an `HFCheckpointError` naming the field it cannot build."""
+    if (act := config.get("hidden_act", "silu")) != "silu":
+        raise HFCheckpointError(f"{file}: hidden_act={act!r} is not implemented; load_hf_llama reads SwiGLU, hidden_act='silu'.")
+    rope = dict(config.get("rope_parameters") or config.get("rope_scaling") or {})
+    if (kind := rope.get("rope_type", rope.get("type", "default"))) not in ("default", "linear", "llama3"):
+        raise HFCheckpointError(f"{file}: rope_type={kind!r} (RoPE scaling) is not implemented; load_hf_llama reads "
+                                f"'default', 'linear' and 'llama3'.")
+    if rope.get("partial_rotary_factor", config.get("partial_rotary_factor", 1.0)) != 1.0:
+        raise HFCheckpointError(f"{file}: partial_rotary_factor is not implemented; load_hf_llama rotates whole heads.")
+    N, d, h = (hf_field(config, k, file) for k in ("num_hidden_layers", "hidden_size", "num_attention_heads"))
+    w = config.get("sliding_window")                                # Mistral: every layer; Qwen: per layer_types
+    types = config.get("layer_types") or ["sliding_attention" if w and config.get("use_sliding_window") is not False
+                                          and i >= (config.get("max_window_layers") or 0) else "full_attention" for i in range(N)]
+    if set(types) - {"full_attention", "sliding_attention"}:
+        raise HFCheckpointError(f"{file}: layer_types {sorted(set(types))} is not implemented; load_hf_llama reads full_attention and sliding_attention.")
+    biases = (("w_q", "w_k", "w_v") if model_type == "qwen2" else             # Qwen2: always, and never on w_o
+              ("w_q", "w_k", "w_v", "w_o") if config.get("attention_bias") and model_type != "mistral" else ())
+    biases += ("w_gate", "w_up", "w_down") if config.get("mlp_bias") and model_type == "llama" else ()
+    return (dict(vocab=hf_field(config, "vocab_size", file), N=N, d_model=d, h=h, n_kv_heads=config.get("num_key_value_heads") or h,
+                 d_ff=hf_field(config, "intermediate_size", file), context=hf_field(config, "max_position_embeddings", file),
+                 eps=config.get("rms_norm_eps", 1e-6), rope_theta=rope.get("rope_theta", config.get("rope_theta", 10000.0)),
+                 rope_scaling=None if kind == "default" else rope, head_dim=config.get("head_dim") or d // h,
+                 tie_embeddings=bool(config.get("tie_word_embeddings")), qk_norm=model_type == "qwen3"),
+            biases, [w if t == "sliding_attention" else None for t in types])
 
 # %% ../nbs/16_modern.ipynb #b2e68495
 @torch.no_grad()
-def load_hf_llama(path_or_name: str | os.PathLike) -> CausalLM:
-    """A Hugging Face `LlamaForCausalLM` (folder or hub name) as a `make_modern_lm` model in eval mode, float32:
-    `model(ids)` returns the same logits `(batch, t, vocab)`."""
-    config, sd, file = read_hf_folder(path_or_name, "llama")
-    o = _llama_options(config, file)
+def load_hf_llama(path_or_name: str | os.PathLike, model_type: str = "llama") -> CausalLM:
+    """A Hugging Face `LlamaForCausalLM` (folder or hub name), or a model of its layout (`model_type` one of
+    `LLAMA_LIKE`), as a `make_modern_lm` model in eval mode, float32: `model(ids)` returns the same logits."""
+    config, sd, file = read_hf_folder(path_or_name, model_type)
+    o, biases, windows = _llama_options(config, file, model_type)
     model = make_modern_lm(**o).eval()
     d, V, d_ff, d_k, h, kv = o["d_model"], o["vocab"], o["d_ff"], o["head_dim"], o["h"], o["n_kv_heads"]
     get = lambda name, *shape: hf_tensor(sd, name, shape, file)
     model.embed.embed.lut.weight.copy_(get("model.embed_tokens.weight", V, d))
     for i, layer in enumerate(model.decoder.layers):
         p, a, ff = f"model.layers.{i}.", layer.self_attn, layer.feed_forward
+        a.window = windows[i]
         layer.sublayer[0].norm.weight.copy_(get(p + "input_layernorm.weight", d))
         layer.sublayer[1].norm.weight.copy_(get(p + "post_attention_layernorm.weight", d))
-        a.w_q.weight.copy_(rotate_half_to_pairs(get(p + "self_attn.q_proj.weight", h * d_k, d), h))
-        a.w_k.weight.copy_(rotate_half_to_pairs(get(p + "self_attn.k_proj.weight", kv * d_k, d), kv))
-        for lin, name, shape in ((a.w_v, "self_attn.v_proj", (kv * d_k, d)), (a.w_o, "self_attn.o_proj", (d, h * d_k)),
-                                 (ff.w_gate, "mlp.gate_proj", (d_ff, d)), (ff.w_up, "mlp.up_proj", (d_ff, d)),
-                                 (ff.w_down, "mlp.down_proj", (d, d_ff))):
-            lin.weight.copy_(get(p + name + ".weight", *shape))
+        for attr, name, out, inp, heads in (("w_q", "self_attn.q_proj", h * d_k, d, h), ("w_k", "self_attn.k_proj", kv * d_k, d, kv),
+                                            ("w_v", "self_attn.v_proj", kv * d_k, d, 0), ("w_o", "self_attn.o_proj", d, h * d_k, 0),
+                                            ("w_gate", "mlp.gate_proj", d_ff, d, 0), ("w_up", "mlp.up_proj", d_ff, d, 0),
+                                            ("w_down", "mlp.down_proj", d, d_ff, 0)):
+            lin, pairs = getattr(a if attr[2] in "qkvo" else ff, attr), lambda w: rotate_half_to_pairs(w, heads) if heads else w
+            lin.weight.copy_(pairs(get(p + name + ".weight", out, inp)))
+            if attr in biases: lin.bias = nn.Parameter(pairs(get(p + name + ".bias", out)).clone())
+        for norm, name in ((a.q_norm, "q_norm"), (a.k_norm, "k_norm")):   # Qwen3: one gain per feature of a head
+            if norm is not None: norm.weight.copy_(rotate_half_to_pairs(get(p + f"self_attn.{name}.weight", d_k), 1))
     model.decoder.norm.weight.copy_(get("model.norm.weight", d))
     if not o["tie_embeddings"]: model.head.weight.copy_(get("lm_head.weight", V, d))
     return model
 
 # %% ../nbs/16_modern.ipynb #55ae0353
-HF_LOADERS = {"gpt2": load_hf_gpt2, "llama": load_hf_llama}
+HF_LOADERS = {"gpt2": load_hf_gpt2, **{t: partial(load_hf_llama, model_type=t) for t in LLAMA_LIKE}}
 
 def load_hf(path_or_name: str | os.PathLike) -> CausalLM:
     """A Hugging Face causal language model (folder or hub name) whose `config.json` names a `model_type` of
     `HF_LOADERS`, read by its loader; an `HFCheckpointError` naming the file otherwise."""
-    cfg = hf_folder(path_or_name) / "config.json"
-    if not cfg.is_file(): raise HFCheckpointError(f"{cfg} not found: a Hugging Face model folder has a config.json.")
-    kind = json.loads(cfg.read_text()).get("model_type")
+    folder = hf_folder(path_or_name)
+    kind = read_hf_config(folder).get("model_type")
     if kind not in HF_LOADERS:
-        raise HFCheckpointError(f"{cfg} describes a {kind!r} model; this package reads {', '.join(HF_LOADERS)}.")
-    return HF_LOADERS[kind](cfg.parent)
+        raise HFCheckpointError(f"{folder / 'config.json'} describes a {kind!r} model; this package reads {', '.join(HF_LOADERS)}.")
+    return HF_LOADERS[kind](folder)
