@@ -198,7 +198,8 @@ def _gpt2_options(config: dict, file: str) -> dict:
     "`make_gpt2`'s keyword arguments for a GPT-2 `config.json`; an `HFCheckpointError` naming a field it cannot build."
     act = config.get("activation_function", "gelu_new")
     if act not in GELU_VARIANTS:
-        raise HFCheckpointError(f"{file}: activation_function={act!r} is not a GELU; load_hf_gpt2 reads {', '.join(GELU_VARIANTS)}.")
+        raise HFCheckpointError(f"{file}: activation_function={act!r} is not implemented; load_hf_gpt2 reads the GELUs "
+                                f"{', '.join(GELU_VARIANTS)}.")
     d, N, V, T, h = (hf_field(config, k, file) for k in ("n_embd", "n_layer", "vocab_size", "n_positions", "n_head"))
     return dict(vocab=V, N=N, d_model=d, h=h, context=T, d_ff=config.get("n_inner") or 4 * d,
                 eps=config.get("layer_norm_epsilon", 1e-5), gelu=GELU_VARIANTS[act],
