@@ -48,10 +48,12 @@ def mask_tokens(src: Tensor, mask_id: int, n_words: int, rate: float = 0.15, gen
 # %% ../nbs/12_bert.ipynb #b3f4218e
 class MaskedLM(nn.Module):
     """BERT's pretraining view of a `Classifier`: its embedding and encoder, then an output layer tied to the embedding
-    table (`weight` *is* `classifier.embed.embed.lut.weight`). The classifier's own head is not used."""
-    def __init__(self, classifier: Classifier):
+    table (`weight` *is* `classifier.embed.embed.lut.weight`) with one bias per word (`bias=False`: none), after an
+    optional `transform` of the encoder's states (BERT's: linear, GELU, layer norm). The classifier's head is not used."""
+    def __init__(self, classifier: Classifier, bias: bool = True, transform: nn.Module | None = None):
         super().__init__()
-        self.classifier = classifier
+        self.classifier, self.transform = classifier, transform or nn.Identity()
+        self.bias = nn.Parameter(torch.zeros(self.weight.size(0))) if bias else None     # (vocab,)
 
     @property
     def weight(self) -> Tensor: return self.classifier.embed.embed.lut.weight     # (vocab, d_model)
@@ -61,7 +63,8 @@ class MaskedLM(nn.Module):
         m = self.classifier
         x = m.encoder(m.embed(src), src_mask)                        # (batch, seq, d_model)
         if where is not None: x = x[where]                          # (n, d_model): score only these
-        return x @ self.weight.T                                     # (..., vocab)
+        z = self.transform(x) @ self.weight.T                        # (..., vocab)
+        return z if self.bias is None else z + self.bias
 
 # %% ../nbs/12_bert.ipynb #63adac47
 class MaskedBatch:
@@ -79,9 +82,11 @@ class MaskedBatch:
         return self
 
     def loss(self, model: nn.Module, criterion: nn.Module | None = None) -> Tensor:
-        "Summed cross-entropy of the chosen tokens; `model` is the (maybe wrapped) classifier, `criterion` is unused."
-        chosen = self.target != IGNORE
-        logits = MaskedLM(unwrap_model(model))(self.src, self.src_mask, chosen)    # (n, vocab)
+        """Summed cross-entropy of the chosen tokens; `model` (maybe wrapped) is a `MaskedLM`, or a classifier scored
+        by its tied table alone; `criterion` is unused."""
+        chosen, m = self.target != IGNORE, unwrap_model(model)
+        mlm = m if isinstance(m, MaskedLM) else MaskedLM(m, bias=False)
+        logits = mlm(self.src, self.src_mask, chosen)                # (n, vocab)
         return F.cross_entropy(logits.float(), self.target[chosen], reduction="sum")
 
 # %% ../nbs/12_bert.ipynb #f563c7f6
