@@ -1,4 +1,4 @@
-"""Chapter 11's decoder changed one part at a time into the decoder of Llama and most open language models, and a Llama checkpoint read from the Hugging Face format into it.
+"""Chapter 11's decoder changed one part at a time into the decoder of Llama and most open language models, and Llama, Mistral and Qwen checkpoints read from the Hugging Face format into it.
 
 Docs: https://annotated-transformer.github.io/annotated-transformer/modern.html.md"""
 
