@@ -1,4 +1,4 @@
-"""Chapter 11's pre-norm decoder-only model with GPT-2's changes (learned positions, GELU, scaled-down residual projections, a tied head), and the real GPT-2 weights read from the Hugging Face format into it, every configuration field that changes the computation read or refused.
+"""Chapter 11's decoder-only model with GPT-2's changes (learned positions, GELU, scaled-down residual projections, a tied head), and GPT-2's and BERT's weights read from the Hugging Face format into the package's modules.
 
 Docs: https://annotated-transformer.github.io/annotated-transformer/gpt2.html.md"""
 
@@ -113,7 +113,8 @@ def hf_folder(path_or_name: str | os.PathLike) -> Path:
     if Path(name).is_absolute() or name.startswith((".", "~")) or name.count("/") > 1 or "\\" in name:
         raise HFCheckpointError(f"no folder {name}: check the path (a hub model is named like 'gpt2' or 'owner/name').")
     try: from huggingface_hub import snapshot_download
-    except ImportError: raise HFCheckpointError(f"no folder {name}, and huggingface_hub is not installed to download it from the hub.") from None
+    except ImportError:
+        raise HFCheckpointError(f"no folder {name}, and huggingface_hub is not installed to download it from the hub.") from None
     files = ["config.json", "tokenizer.json"]
     try:
         folder = Path(snapshot_download(name, allow_patterns=files + ["model*.safetensors*"]))

@@ -205,7 +205,8 @@ def _llama_options(config: dict, file: str, model_type: str) -> tuple[dict, tupl
     types = config.get("layer_types") or ["sliding_attention" if w and config.get("use_sliding_window") is not False
                                           and i >= (config.get("max_window_layers") or 0) else "full_attention" for i in range(N)]
     if set(types) - {"full_attention", "sliding_attention"}:
-        raise HFCheckpointError(f"{file}: layer_types {sorted(set(types))} is not implemented; load_hf_llama reads full_attention and sliding_attention.")
+        raise HFCheckpointError(f"{file}: layer_types {sorted(set(types))} is not implemented; load_hf_llama reads "
+                                f"full_attention and sliding_attention.")
     biases = (("w_q", "w_k", "w_v") if model_type == "qwen2" else             # Qwen2: always, and never on w_o
               ("w_q", "w_k", "w_v", "w_o") if config.get("attention_bias") and model_type != "mistral" else ())
     biases += ("w_gate", "w_up", "w_down") if config.get("mlp_bias") and model_type == "llama" else ()
