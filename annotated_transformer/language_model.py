@@ -113,27 +113,28 @@ def generate(model: LanguageModel, prompt: Tensor, max_new_tokens: int, temperat
     With `use_cache`, each step feeds only the newest id and reuses the keys and values of the earlier ones (chapter
     7's cache); without it, each step reads the whole window again. The model reads at most its `context` ids: when
     the cache is full it restarts from the last `context // 2` ids (without a cache: the window slides by one).
-    Returns `(batch, t + max_new_tokens)`."""
+    Returns `(batch, t + max_new_tokens)`, written into a buffer of that size allocated once."""
     check_sampling(temperature, top_k)
     if prompt.dim() != 2 or prompt.size(1) < 1: raise ValueError(f"prompt must be (batch, t) ids with t >= 1, got shape {tuple(prompt.shape)}.")
+    if max_new_tokens < 0: raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}.")
     check_token_ids(prompt, model.config["src_vocab"], "prompt")
-    context = model.config["context"]
+    context, (B, t) = model.config["context"], prompt.shape
     was_training = model.training
     model.eval()
-    ys, cache = prompt, model.new_cache(context) if use_cache else None
+    ys = prompt.new_empty(B, t + max_new_tokens); ys[:, :t] = prompt     # the output, written in place: linear time
+    cache = model.new_cache(context) if use_cache else None
     new = prompt[:, -context:]                                             # what the next step feeds
     try:
         with id_checks_off(model):
-            for _ in range(max_new_tokens):
+            for pos in range(t, t + max_new_tokens):                         # step writes ys[:, pos]
                 if use_cache:
                     if cached_length(cache) + new.size(1) > context:         # the window is full: start again
-                        cache, new = model.new_cache(context), ys[:, -max(1, context // 2):]
+                        cache, new = model.new_cache(context), ys[:, max(0, pos - max(1, context // 2)):pos]
                     out = model(new, cache)                                  # (batch, new, d_model)
                 else:
-                    out = model(ys[:, -context:])                            # (batch, <= context, d_model)
-                nxt = pick_next(model.generator(out[:, -1]), temperature, top_k, generator)   # (batch,)
-                ys = torch.cat([ys, nxt[:, None]], 1)
-                new = nxt[:, None]
+                    out = model(ys[:, max(0, pos - context):pos])            # (batch, <= context, d_model)
+                ys[:, pos] = pick_next(model.generator(out[:, -1]), temperature, top_k, generator)   # (batch,)
+                new = ys[:, pos:pos + 1]
     finally:
         model.train(was_training)
     return ys
