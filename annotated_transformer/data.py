@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader, Sampler
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 # %% auto #0
-__all__ = ['SPECIAL_TOKENS', 'PAD', 'BOS', 'EOS', 'UNK', 'SPACE', 'JOINER', 'RESULT_FILES', 'new_tokenizer', 'check_tokenizer', 'train_tokenizer', 'save_tokenizer', 'load_tokenizer', 'encode_batch', 'encode', 'decode', 'decode_batch', 'encode_pairs', 'greedy_batches', 'balance_batches', 'TokenBudgetSampler', 'pad_sequences', 'collate', 'translation_loader', 'IMDB_URL', 'IMDB_SHA256', 'IMDB_LABELS', 'imdb_cache_dir', 'load_imdb', 'TINYSHAKESPEARE_URL', 'TINYSHAKESPEARE_SHA256', 'ENWIK8_URL', 'ENWIK8_SIZE', 'ENWIK8_SHA1', 'CORPORA', 'corpus_file', 'load_corpus', 'MULTI30K_COMMIT', 'MULTI30K_URL', 'MULTI30K_SPLITS', 'MULTI30K_SHA256', 'DATA_ENV', 'REPOSITORY', 'DataError', 'cache_root', 'multi30k_cache_dir', 'sha256_file', 'download_multi30k', 'read_lines', 'load_multi30k', 'cached_multi30k', 'write_synthetic_multi30k', 'repository_url', 'find_results', 'stored_result', 'load_result']
+__all__ = ['SPECIAL_TOKENS', 'PAD', 'BOS', 'EOS', 'UNK', 'SPACE', 'JOINER', 'RESULT_FILES', 'new_tokenizer', 'check_tokenizer', 'train_tokenizer', 'save_tokenizer', 'load_tokenizer', 'encode_batch', 'encode', 'decode', 'decode_batch', 'encode_pairs', 'greedy_batches', 'balance_batches', 'TokenBudgetSampler', 'pad_sequences', 'collate', 'translation_loader', 'MULTI30K_COMMIT', 'MULTI30K_URL', 'MULTI30K_SPLITS', 'MULTI30K_SHA256', 'DATA_ENV', 'REPOSITORY', 'DataError', 'cache_root', 'multi30k_cache_dir', 'sha256_file', 'download_multi30k', 'read_lines', 'load_multi30k', 'cached_multi30k', 'write_synthetic_multi30k', 'repository_url', 'find_results', 'stored_result', 'load_result', 'IMDB_URL', 'IMDB_SHA256', 'IMDB_LABELS', 'imdb_cache_dir', 'load_imdb', 'TINYSHAKESPEARE_URL', 'TINYSHAKESPEARE_SHA256', 'ENWIK8_URL', 'ENWIK8_SIZE', 'ENWIK8_SHA1', 'CORPORA', 'corpus_file', 'load_corpus']
 
 # %% ../nbs/09_data.ipynb #ab3cb3f6
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
@@ -300,139 +300,6 @@ RESULT_FILES = {
 }
 
 
-# %% ../nbs/10_classification.ipynb #7bf5da2c
-IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
-IMDB_SHA256 = "c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe"   # the official archive, 84 MB
-IMDB_LABELS = ("neg", "pos")                                                      # label ids 0 and 1
-_IMDB_FILE = re.compile(r"(?:^|/)aclImdb/(train|test)/(pos|neg)/(\d+)_(\d+)\.txt$")   # <id>_<rating>.txt
-
-def imdb_cache_dir() -> Path:
-    "Where the downloaded IMDb archive is cached: `cache_root() / 'imdb'`."
-    return cache_root() / "imdb"
-
-def _imdb_source(data_dir: str | os.PathLike | None, download: bool) -> Path:
-    """The archive or `aclImdb/` folder to read: in `data_dir` (a folder holding `aclImdb/` or `aclImdb*.tar.gz`,
-    the `aclImdb/` folder itself, or an archive file), else in the cache, downloaded there when missing."""
-    folder = Path(data_dir).expanduser() if data_dir is not None else imdb_cache_dir()
-    if folder.is_file(): return folder
-    for p in (folder / "aclImdb", folder):
-        if (p / "train").is_dir() and (p / "test").is_dir(): return p
-    archives = sorted(folder.glob("aclImdb*.tar.gz")) if folder.is_dir() else []
-    if archives: return archives[0]
-    where = (f"Pass data_dir (command line: --data-dir) a folder that holds aclImdb/ or aclImdb_v1.tar.gz from "
-             f"{IMDB_URL}, or that archive itself.")
-    if data_dir is not None: raise FileNotFoundError(f"{folder} holds no IMDb data (neither aclImdb/ nor aclImdb*.tar.gz). {where}")
-    if not download: raise FileNotFoundError(f"the IMDb archive is not in the cache {folder} and download=False. {where}")
-    folder.mkdir(parents=True, exist_ok=True)
-    return _fetch(IMDB_URL, folder / "aclImdb_v1.tar.gz", IMDB_SHA256, help=where)
-
-_IMDB_READ: dict = {}   # (archive, size, mtime) -> the reviews, so that a process reads an archive once
-
-def _read_imdb(path: Path) -> dict[str, list[tuple[str, int]]]:
-    "Both splits of an archive or folder, each sorted by (label, id), after checking the layout."
-    stat = path.stat()
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns) if path.is_file() else None   # folders: read again
-    if key in _IMDB_READ: return _IMDB_READ[key]
-    found = {"train": [], "test": []}
-    def add(name: str, read) -> None:
-        if (m := _IMDB_FILE.search(name)) is None: return
-        split, label, i, rating = m.groups()
-        try: text = read().decode("utf-8")
-        except UnicodeDecodeError as e: raise DataError(f"{path}: {name} is not UTF-8 text ({e}).") from None
-        found[split].append((IMDB_LABELS.index(label), int(i), int(rating), text))
-    if path.is_file():
-        try:
-            with tarfile.open(path, "r:gz") as tar:
-                for member in tar:
-                    if member.isfile(): add(member.name, lambda: tar.extractfile(member).read())
-        except (tarfile.TarError, EOFError, zlib.error, OSError) as e:
-            raise DataError(f"{path} is not a readable .tar.gz archive ({e}): it is damaged or cut short. Delete it "
-                            f"(the next call downloads it again) or pass another data_dir.") from None
-    else:
-        for f in sorted(path.glob("*/*/*.txt")): add("aclImdb/" + f.relative_to(path).as_posix(), f.read_bytes)
-    for split, rows in found.items():
-        for k, label in enumerate(IMDB_LABELS):
-            if not any(r[0] == k for r in rows):
-                raise DataError(f"{path} holds no {split}/{label} reviews: it is not the aclImdb layout "
-                                f"(aclImdb/{{train,test}}/{{pos,neg}}/<id>_<rating>.txt).")
-        if bad := [r for r in rows if (r[2] >= 7) != (r[0] == 1) or 5 <= r[2] <= 6]:
-            raise DataError(f"{path}: {len(bad)} {split} reviews have a rating that contradicts their folder (e.g. "
-                            f"{IMDB_LABELS[bad[0][0]]}/{bad[0][1]}_{bad[0][2]}.txt); positive reviews are rated 7-10, negative 1-4.")
-    out = {s: [(r[3], r[0]) for r in sorted(rows, key=lambda r: (r[0], r[1]))] for s, rows in found.items()}
-    if key is not None: _IMDB_READ[key] = out
-    return out
-
-def load_imdb(split: str = "train", data_dir: str | os.PathLike | None = None,
-              download: bool = True) -> list[tuple[str, int]]:
-    """The labelled reviews of `split` ("train" or "test") of the IMDb Large Movie Review Dataset (Maas et al.
-    2011) as `(text, label)` pairs, label 0 = negative, 1 = positive (`IMDB_LABELS`), sorted by label and id.
-    Reads the official archive, downloaded into the cache with its checksum checked, or what `data_dir` holds
-    (see `_imdb_source`): a local archive or folder is checked by its layout, not its hash."""
-    if split not in ("train", "test"): raise ValueError(f"unknown IMDb split {split!r}; choose 'train' or 'test' "
-                                                      f"(the validation set is carved from train by the task).")
-    return _read_imdb(_imdb_source(data_dir, download))[split]
-
-# %% ../nbs/11_language_model.ipynb #dc93b65c
-TINYSHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
-TINYSHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"   # the content is pinned
-ENWIK8_URL = "http://mattmahoney.net/dc/enwik8.zip"
-ENWIK8_SIZE, ENWIK8_SHA1 = 100_000_000, "57b8363b814821dc9d47aa4d41f58733519076b2"   # of the unzipped file
-#: corpus -> (file name, how its text is split: fractions, or byte counts for enwik8 as Bloem and Al-Rfou et al.)
-CORPORA = {"tinyshakespeare": ("input.txt", (0.9, 0.1)), "enwik8": ("enwik8", (90_000_000, 5_000_000, 5_000_000))}
-
-def _check_enwik8(path: Path) -> Path:
-    h = hashlib.sha1()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20): h.update(chunk)
-    if path.stat().st_size != ENWIK8_SIZE or h.hexdigest() != ENWIK8_SHA1:
-        raise DataError(f"{path} is not enwik8: {path.stat().st_size:,} bytes with sha1 {h.hexdigest()}, expected "
-                        f"{ENWIK8_SIZE:,} bytes with sha1 {ENWIK8_SHA1}. Delete it and download it again.")
-    return path
-
-def corpus_file(corpus: str, data_dir: str | os.PathLike | None = None, download: bool = True) -> Path:
-    """The text file of `corpus`: `"tinyshakespeare"` (`input.txt`), `"enwik8"` (the unzipped `enwik8`), or a path
-    to any UTF-8 text file. Looked for in `data_dir` (a folder, or the file itself), else in the cache, where it is
-    downloaded (checksum checked) when missing."""
-    if corpus not in CORPORA:
-        path = Path(corpus).expanduser()
-        if not path.is_file(): raise FileNotFoundError(f"no corpus {corpus!r}: name one of {', '.join(CORPORA)} or give a text file.")
-        return path
-    name = CORPORA[corpus][0]
-    folder = Path(data_dir).expanduser() if data_dir is not None else cache_root() / corpus
-    if folder.is_file(): return _check_enwik8(folder) if corpus == "enwik8" else folder
-    if (folder / name).is_file(): return _check_enwik8(folder / name) if corpus == "enwik8" else folder / name
-    url = TINYSHAKESPEARE_URL if corpus == "tinyshakespeare" else ENWIK8_URL
-    where = f"Pass data_dir (command line: --data-dir) the folder holding {name} from {url}."
-    if data_dir is not None: raise FileNotFoundError(f"{folder} holds no {name}. {where}")
-    if not download: raise FileNotFoundError(f"{name} is not in the cache {folder} and download=False. {where}")
-    folder.mkdir(parents=True, exist_ok=True)
-    if corpus == "tinyshakespeare": return _fetch(url, folder / name, TINYSHAKESPEARE_SHA256, help=where)
-    archive = _fetch(url, folder / "enwik8.zip", None, help=where)      # its checksum is checked once unzipped
-    try:
-        with zipfile.ZipFile(archive) as z: z.extract("enwik8", folder)
-    except (zipfile.BadZipFile, KeyError) as e:
-        raise DataError(f"{archive} is not the enwik8 archive ({e}); delete it and download it again.") from None
-    archive.unlink()
-    return _check_enwik8(folder / "enwik8")
-
-def load_corpus(corpus: str, data_dir: str | os.PathLike | None = None, download: bool = True) -> dict[str, str]:
-    """The splits of a text corpus (`corpus_file`): tiny-shakespeare's first 90% / last 10% (`train`, `val`, as
-    nanoGPT), enwik8's 90M / 5M / 5M bytes (`train`, `val`, `test`), another file's first 90% / last 10%. enwik8 is
-    read byte by byte (latin-1), so its "characters" are bytes and bits per character are bits per byte."""
-    path = corpus_file(corpus, data_dir, download)
-    raw = path.read_bytes()
-    if corpus == "enwik8": text = raw.decode("latin-1")
-    else:
-        try: text = raw.decode("utf-8")
-        except UnicodeDecodeError as e: raise DataError(f"{path} is not UTF-8 text ({e}).") from None
-    cuts = CORPORA.get(corpus, (None, (0.9, 0.1)))[1]
-    if isinstance(cuts[0], float): cuts = (int(len(text) * cuts[0]), len(text) - int(len(text) * cuts[0]))
-    names, out, start = ("train", "val", "test"), {}, 0
-    for name, n in zip(names, cuts):
-        out[name], start = text[start:start + n], start + n
-    if min(len(v) for v in out.values()) < 2: raise DataError(f"{path} is too short to split ({len(text)} characters).")
-    return out
-
 # %% ../nbs/9e_data_plumbing.ipynb #36a7904e
 import fnmatch, gzip, hashlib, http.client, json, tarfile, tempfile, time, urllib.error, urllib.request, zipfile, zlib
 
@@ -675,3 +542,136 @@ def load_result(name: str) -> dict | None:
               f"in bench/ of {repository_url()} to produce it, or open the chapter on the website to see it.)")
         return None
     return json.loads(path.read_text(encoding="utf-8"))
+
+# %% ../nbs/9g_classification_runs.ipynb #7bf5da2c
+IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
+IMDB_SHA256 = "c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe"   # the official archive, 84 MB
+IMDB_LABELS = ("neg", "pos")                                                      # label ids 0 and 1
+_IMDB_FILE = re.compile(r"(?:^|/)aclImdb/(train|test)/(pos|neg)/(\d+)_(\d+)\.txt$")   # <id>_<rating>.txt
+
+def imdb_cache_dir() -> Path:
+    "Where the downloaded IMDb archive is cached: `cache_root() / 'imdb'`."
+    return cache_root() / "imdb"
+
+def _imdb_source(data_dir: str | os.PathLike | None, download: bool) -> Path:
+    """The archive or `aclImdb/` folder to read: in `data_dir` (a folder holding `aclImdb/` or `aclImdb*.tar.gz`,
+    the `aclImdb/` folder itself, or an archive file), else in the cache, downloaded there when missing."""
+    folder = Path(data_dir).expanduser() if data_dir is not None else imdb_cache_dir()
+    if folder.is_file(): return folder
+    for p in (folder / "aclImdb", folder):
+        if (p / "train").is_dir() and (p / "test").is_dir(): return p
+    archives = sorted(folder.glob("aclImdb*.tar.gz")) if folder.is_dir() else []
+    if archives: return archives[0]
+    where = (f"Pass data_dir (command line: --data-dir) a folder that holds aclImdb/ or aclImdb_v1.tar.gz from "
+             f"{IMDB_URL}, or that archive itself.")
+    if data_dir is not None: raise FileNotFoundError(f"{folder} holds no IMDb data (neither aclImdb/ nor aclImdb*.tar.gz). {where}")
+    if not download: raise FileNotFoundError(f"the IMDb archive is not in the cache {folder} and download=False. {where}")
+    folder.mkdir(parents=True, exist_ok=True)
+    return _fetch(IMDB_URL, folder / "aclImdb_v1.tar.gz", IMDB_SHA256, help=where)
+
+_IMDB_READ: dict = {}   # (archive, size, mtime) -> the reviews, so that a process reads an archive once
+
+def _read_imdb(path: Path) -> dict[str, list[tuple[str, int]]]:
+    "Both splits of an archive or folder, each sorted by (label, id), after checking the layout."
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns) if path.is_file() else None   # folders: read again
+    if key in _IMDB_READ: return _IMDB_READ[key]
+    found = {"train": [], "test": []}
+    def add(name: str, read) -> None:
+        if (m := _IMDB_FILE.search(name)) is None: return
+        split, label, i, rating = m.groups()
+        try: text = read().decode("utf-8")
+        except UnicodeDecodeError as e: raise DataError(f"{path}: {name} is not UTF-8 text ({e}).") from None
+        found[split].append((IMDB_LABELS.index(label), int(i), int(rating), text))
+    if path.is_file():
+        try:
+            with tarfile.open(path, "r:gz") as tar:
+                for member in tar:
+                    if member.isfile(): add(member.name, lambda: tar.extractfile(member).read())
+        except (tarfile.TarError, EOFError, zlib.error, OSError) as e:
+            raise DataError(f"{path} is not a readable .tar.gz archive ({e}): it is damaged or cut short. Delete it "
+                            f"(the next call downloads it again) or pass another data_dir.") from None
+    else:
+        for f in sorted(path.glob("*/*/*.txt")): add("aclImdb/" + f.relative_to(path).as_posix(), f.read_bytes)
+    for split, rows in found.items():
+        for k, label in enumerate(IMDB_LABELS):
+            if not any(r[0] == k for r in rows):
+                raise DataError(f"{path} holds no {split}/{label} reviews: it is not the aclImdb layout "
+                                f"(aclImdb/{{train,test}}/{{pos,neg}}/<id>_<rating>.txt).")
+        if bad := [r for r in rows if (r[2] >= 7) != (r[0] == 1) or 5 <= r[2] <= 6]:
+            raise DataError(f"{path}: {len(bad)} {split} reviews have a rating that contradicts their folder (e.g. "
+                            f"{IMDB_LABELS[bad[0][0]]}/{bad[0][1]}_{bad[0][2]}.txt); positive reviews are rated 7-10, negative 1-4.")
+    out = {s: [(r[3], r[0]) for r in sorted(rows, key=lambda r: (r[0], r[1]))] for s, rows in found.items()}
+    if key is not None: _IMDB_READ[key] = out
+    return out
+
+def load_imdb(split: str = "train", data_dir: str | os.PathLike | None = None,
+              download: bool = True) -> list[tuple[str, int]]:
+    """The labelled reviews of `split` ("train" or "test") of the IMDb Large Movie Review Dataset (Maas et al.
+    2011) as `(text, label)` pairs, label 0 = negative, 1 = positive (`IMDB_LABELS`), sorted by label and id.
+    Reads the official archive, downloaded into the cache with its checksum checked, or what `data_dir` holds
+    (see `_imdb_source`): a local archive or folder is checked by its layout, not its hash."""
+    if split not in ("train", "test"): raise ValueError(f"unknown IMDb split {split!r}; choose 'train' or 'test' "
+                                                      f"(the validation set is carved from train by the task).")
+    return _read_imdb(_imdb_source(data_dir, download))[split]
+
+# %% ../nbs/9h_language_model_runs.ipynb #dc93b65c
+TINYSHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
+TINYSHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"   # the content is pinned
+ENWIK8_URL = "http://mattmahoney.net/dc/enwik8.zip"
+ENWIK8_SIZE, ENWIK8_SHA1 = 100_000_000, "57b8363b814821dc9d47aa4d41f58733519076b2"   # of the unzipped file
+#: corpus -> (file name, how its text is split: fractions, or byte counts for enwik8 as Bloem and Al-Rfou et al.)
+CORPORA = {"tinyshakespeare": ("input.txt", (0.9, 0.1)), "enwik8": ("enwik8", (90_000_000, 5_000_000, 5_000_000))}
+
+def _check_enwik8(path: Path) -> Path:
+    h = hashlib.sha1()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20): h.update(chunk)
+    if path.stat().st_size != ENWIK8_SIZE or h.hexdigest() != ENWIK8_SHA1:
+        raise DataError(f"{path} is not enwik8: {path.stat().st_size:,} bytes with sha1 {h.hexdigest()}, expected "
+                        f"{ENWIK8_SIZE:,} bytes with sha1 {ENWIK8_SHA1}. Delete it and download it again.")
+    return path
+
+def corpus_file(corpus: str, data_dir: str | os.PathLike | None = None, download: bool = True) -> Path:
+    """The text file of `corpus`: `"tinyshakespeare"` (`input.txt`), `"enwik8"` (the unzipped `enwik8`), or a path
+    to any UTF-8 text file. Looked for in `data_dir` (a folder, or the file itself), else in the cache, where it is
+    downloaded (checksum checked) when missing."""
+    if corpus not in CORPORA:
+        path = Path(corpus).expanduser()
+        if not path.is_file(): raise FileNotFoundError(f"no corpus {corpus!r}: name one of {', '.join(CORPORA)} or give a text file.")
+        return path
+    name = CORPORA[corpus][0]
+    folder = Path(data_dir).expanduser() if data_dir is not None else cache_root() / corpus
+    if folder.is_file(): return _check_enwik8(folder) if corpus == "enwik8" else folder
+    if (folder / name).is_file(): return _check_enwik8(folder / name) if corpus == "enwik8" else folder / name
+    url = TINYSHAKESPEARE_URL if corpus == "tinyshakespeare" else ENWIK8_URL
+    where = f"Pass data_dir (command line: --data-dir) the folder holding {name} from {url}."
+    if data_dir is not None: raise FileNotFoundError(f"{folder} holds no {name}. {where}")
+    if not download: raise FileNotFoundError(f"{name} is not in the cache {folder} and download=False. {where}")
+    folder.mkdir(parents=True, exist_ok=True)
+    if corpus == "tinyshakespeare": return _fetch(url, folder / name, TINYSHAKESPEARE_SHA256, help=where)
+    archive = _fetch(url, folder / "enwik8.zip", None, help=where)      # its checksum is checked once unzipped
+    try:
+        with zipfile.ZipFile(archive) as z: z.extract("enwik8", folder)
+    except (zipfile.BadZipFile, KeyError) as e:
+        raise DataError(f"{archive} is not the enwik8 archive ({e}); delete it and download it again.") from None
+    archive.unlink()
+    return _check_enwik8(folder / "enwik8")
+
+def load_corpus(corpus: str, data_dir: str | os.PathLike | None = None, download: bool = True) -> dict[str, str]:
+    """The splits of a text corpus (`corpus_file`): tiny-shakespeare's first 90% / last 10% (`train`, `val`, as
+    nanoGPT), enwik8's 90M / 5M / 5M bytes (`train`, `val`, `test`), another file's first 90% / last 10%. enwik8 is
+    read byte by byte (latin-1), so its "characters" are bytes and bits per character are bits per byte."""
+    path = corpus_file(corpus, data_dir, download)
+    raw = path.read_bytes()
+    if corpus == "enwik8": text = raw.decode("latin-1")
+    else:
+        try: text = raw.decode("utf-8")
+        except UnicodeDecodeError as e: raise DataError(f"{path} is not UTF-8 text ({e}).") from None
+    cuts = CORPORA.get(corpus, (None, (0.9, 0.1)))[1]
+    if isinstance(cuts[0], float): cuts = (int(len(text) * cuts[0]), len(text) - int(len(text) * cuts[0]))
+    names, out, start = ("train", "val", "test"), {}, 0
+    for name, n in zip(names, cuts):
+        out[name], start = text[start:start + n], start + n
+    if min(len(v) for v in out.values()) < 2: raise DataError(f"{path} is too short to split ({len(text)} characters).")
+    return out

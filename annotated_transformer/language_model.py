@@ -24,12 +24,11 @@ from .model import LanguageModel, make_language_model, cached_length, empty_cach
 from .training import Batch, unwrap_model
 from .decoding import pick_next, check_sampling
 from .checkpoint import resolve_checkpoint, atomic_write
-from .data import load_corpus, DataError
+from .data import load_corpus, load_result, DataError
 from .tasks import register_task, task_settings, save_task_settings
 
 # %% auto #0
-__all__ = ['CHAR_PRESETS', 'CharVocab', 'TextBatch', 'random_windows', 'corpus_loss', 'generate', 'CharLMTask', 'ShakespeareTask',
-           'Enwik8Task', 'TextTask']
+__all__ = ['CharVocab', 'TextBatch', 'random_windows', 'corpus_loss', 'generate', 'CHAR_PRESETS', 'CharLMTask', 'ShakespeareTask', 'Enwik8Task', 'TextTask', 'shipped_shakespeare_report']
 
 # %% ../nbs/11_language_model.ipynb #3941a2ab
 class CharVocab:
@@ -139,7 +138,7 @@ def generate(model: LanguageModel, prompt: Tensor, max_new_tokens: int, temperat
         model.train(was_training)
     return ys
 
-# %% ../nbs/11_language_model.ipynb #3b429adf
+# %% ../nbs/9h_language_model_runs.ipynb #3b429adf
 #: preset -> settings of a character language-model task (model = `make_language_model`'s arguments but the vocabulary)
 CHAR_PRESETS = {
     "tiny": dict(model=dict(N=2, d_model=32, d_ff=64, h=2, dropout=0.0, context=32), batch_size=16, lr_factor=1.0,
@@ -276,3 +275,8 @@ class TextTask(CharLMTask):
     "Characters of any UTF-8 text file, given as `data_dir` (first 90% to train on, last 10% to validate)."
     name: ClassVar[str] = "text"
     corpus: ClassVar[str] = ""
+
+# %% ../nbs/9h_language_model_runs.ipynb #81083620
+def shipped_shakespeare_report() -> dict | None:
+    "The stored measurements of the shipped tiny-shakespeare model (`bench/ship_pretrained.py`), or None where they cannot be had."
+    return load_result("pretrained-shakespeare-amd-epyc-2cores.json")
