@@ -24,12 +24,11 @@ from .model import Classifier, make_classifier
 from .training import Batch
 from .checkpoint import resolve_checkpoint, atomic_write
 from .data import (PAD, BOS, UNK, load_imdb, IMDB_LABELS, train_tokenizer, load_tokenizer,
-    TokenBudgetSampler, pad_sequences)
+    TokenBudgetSampler, pad_sequences, load_result)
 from .tasks import register_task, task_settings, save_task_settings
 
 # %% auto #0
-__all__ = ['IMDB_PRESETS', 'write_fake_imdb', 'clean_review', 'truncate_ids', 'encode_reviews', 'ClassificationBatch',
-           'length_batches', 'classify_ids', 'ImdbTask']
+__all__ = ['write_fake_imdb', 'clean_review', 'truncate_ids', 'encode_reviews', 'ClassificationBatch', 'length_batches', 'classify_ids', 'IMDB_PRESETS', 'ImdbTask', 'shipped_imdb_report']
 
 # %% ../nbs/10_classification.ipynb #62982739
 def write_fake_imdb(folder: str | Path, n_train: int = 300, n_test: int = 60, seed: int = 0) -> Path:
@@ -104,7 +103,7 @@ def classify_ids(model: Classifier, examples: Sequence[Sequence[int]], device=No
         model.train(was_training)
     return out
 
-# %% ../nbs/10_classification.ipynb #5326a172
+# %% ../nbs/9g_classification_runs.ipynb #5326a172
 #: preset -> settings of an `ImdbTask` (model = `make_classifier`'s arguments besides the vocabulary)
 IMDB_PRESETS = {
     "tiny": dict(model=dict(N=1, d_model=32, d_ff=64, h=2, dropout=0.0, pool="mean"), vocab_size=500, max_len=64,
@@ -256,3 +255,8 @@ class ImdbTask:
         "One line per text: the label and its probability, e.g. `pos 0.97`."
         probs = classify_ids(model, self.encode(list(inputs)))
         return [f"{IMDB_LABELS[int(p.argmax())]} {float(p.max()):.3f}" for p in probs]
+
+# %% ../nbs/9g_classification_runs.ipynb #651d484f
+def shipped_imdb_report() -> dict | None:
+    "The stored measurements of the shipped IMDb classifier (`bench/ship_pretrained.py`), or None where they cannot be had."
+    return load_result("pretrained-imdb-amd-epyc-2cores.json")

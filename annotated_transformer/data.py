@@ -7,7 +7,7 @@ Docs: https://annotated-transformer.github.io/annotated-transformer/data.html.md
 # %% ../nbs/09_data.ipynb #48006774
 from __future__ import annotations
 
-import os, re
+import collections, os, re
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 
@@ -18,7 +18,37 @@ from torch.utils.data import DataLoader, Sampler
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 # %% auto #0
-__all__ = ['SPECIAL_TOKENS', 'PAD', 'BOS', 'EOS', 'UNK', 'SPACE', 'JOINER', 'RESULT_FILES', 'new_tokenizer', 'check_tokenizer', 'train_tokenizer', 'save_tokenizer', 'load_tokenizer', 'encode_batch', 'encode', 'decode', 'decode_batch', 'encode_pairs', 'greedy_batches', 'balance_batches', 'TokenBudgetSampler', 'pad_sequences', 'collate', 'translation_loader', 'IMDB_URL', 'IMDB_SHA256', 'IMDB_LABELS', 'imdb_cache_dir', 'load_imdb', 'TINYSHAKESPEARE_URL', 'TINYSHAKESPEARE_SHA256', 'ENWIK8_URL', 'ENWIK8_SIZE', 'ENWIK8_SHA1', 'CORPORA', 'corpus_file', 'load_corpus', 'MULTI30K_COMMIT', 'MULTI30K_URL', 'MULTI30K_SPLITS', 'MULTI30K_SHA256', 'DATA_ENV', 'REPOSITORY', 'DataError', 'cache_root', 'multi30k_cache_dir', 'sha256_file', 'download_multi30k', 'read_lines', 'load_multi30k', 'cached_multi30k', 'write_synthetic_multi30k', 'repository_url', 'find_results', 'stored_result', 'load_result']
+__all__ = ['SPECIAL_TOKENS', 'PAD', 'BOS', 'EOS', 'UNK', 'SPACE', 'JOINER', 'merge_pair', 'learn_bpe', 'bpe_encode', 'new_tokenizer', 'check_tokenizer', 'train_tokenizer', 'encode_batch', 'encode', 'decode', 'decode_batch', 'encode_pairs', 'greedy_batches', 'TokenBudgetSampler', 'pad_sequences', 'collate', 'translation_loader', 'MULTI30K_COMMIT', 'MULTI30K_URL', 'MULTI30K_SPLITS', 'MULTI30K_SHA256', 'DATA_ENV', 'RESULT_FILES', 'REPOSITORY', 'DataError', 'cache_root', 'multi30k_cache_dir', 'sha256_file', 'download_multi30k', 'read_lines', 'load_multi30k', 'cached_multi30k', 'write_synthetic_multi30k', 'repository_url', 'find_results', 'stored_result', 'load_result', 'balance_batches', 'save_tokenizer', 'load_tokenizer', 'IMDB_URL', 'IMDB_SHA256', 'IMDB_LABELS', 'imdb_cache_dir', 'load_imdb', 'TINYSHAKESPEARE_URL', 'TINYSHAKESPEARE_SHA256', 'ENWIK8_URL', 'ENWIK8_SIZE', 'ENWIK8_SHA1', 'CORPORA', 'corpus_file', 'load_corpus']
+
+# %% ../nbs/09_data.ipynb #156d201b
+def merge_pair(symbols: list[str], a: str, b: str) -> list[str]:
+    "Replace each non-overlapping `a`, `b` in `symbols`, from left to right, by the one symbol `a + b`."
+    out, i = [], 0
+    while i < len(symbols):
+        if symbols[i:i + 2] == [a, b]: out.append(a + b); i += 2
+        else: out.append(symbols[i]); i += 1
+    return out
+
+def learn_bpe(counts: dict[str, int], n_merges: int) -> list[tuple[str, str]]:
+    "Byte-pair encoding: `n_merges` times, merge the most frequent adjacent pair of symbols of the words `counts`."
+    split = {w: list(w) for w in counts}                                  # every word starts as its characters
+    age = {s: i for i, s in enumerate(sorted({c for w in counts for c in w}))}   # breaks ties: older symbols first
+    merges = []
+    for _ in range(n_merges):
+        pairs = collections.Counter()
+        for w, n in counts.items():
+            for a, b in zip(split[w], split[w][1:]): pairs[a, b] += n      # a word seen n times counts n times
+        if not pairs: break                                               # every word is one symbol
+        a, b = max(pairs, key=lambda p: (pairs[p], -age[p[0]], -age[p[1]]))
+        merges.append((a, b)); age.setdefault(a + b, len(age))
+        split = {w: merge_pair(s, a, b) for w, s in split.items()}
+    return merges
+
+def bpe_encode(word: str, merges: Sequence[tuple[str, str]]) -> list[str]:
+    "The subwords of `word`: its characters, then every merge in the order it was learned."
+    symbols = list(word)
+    for a, b in merges: symbols = merge_pair(symbols, a, b)
+    return symbols
 
 # %% ../nbs/09_data.ipynb #ab3cb3f6
 SPECIAL_TOKENS = ("<pad>", "<s>", "</s>", "<unk>")
@@ -61,28 +91,6 @@ def train_tokenizer(pairs: Sequence[tuple[str, str]] | Sequence[str], vocab_size
     tok.train_from_iterator(texts, trainer, length=len(texts))
     return check_tokenizer(tok)
 
-# %% ../nbs/09_data.ipynb #f959e1fd
-def _tokenizer_file(path: str | os.PathLike) -> Path:
-    path = Path(path).expanduser()
-    return path / "tokenizer.json" if path.is_dir() or not path.suffix else path
-
-def save_tokenizer(tokenizer: Tokenizer, path: str | os.PathLike) -> Path:
-    "Save to `path` (a `.json` file, or a folder that gets `tokenizer.json`); return the file written."
-    file = _tokenizer_file(path)
-    file.parent.mkdir(parents=True, exist_ok=True)
-    tokenizer.save(str(file))
-    return file
-
-def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
-    "Load a tokenizer saved by `save_tokenizer` (a `.json` file, or a folder holding `tokenizer.json`)."
-    file = _tokenizer_file(path)
-    if not file.is_file():
-        raise FileNotFoundError(f"no tokenizer at {file}; train one with train_tokenizer and save it with save_tokenizer.")
-    try: tok = Tokenizer.from_file(str(file))
-    except Exception as e:
-        raise DataError(f"{file} is not a valid tokenizer.json ({e}); save the tokenizer again.") from e
-    return check_tokenizer(tok)
-
 # %% ../nbs/09_data.ipynb #3b4acf40
 def encode_batch(tokenizer: Tokenizer, texts: Sequence[str], bos: bool = True, eos: bool = True) -> list[list[int]]:
     "Token ids of each text, with `<s>` in front and `</s>` at the end unless switched off."
@@ -118,29 +126,6 @@ def greedy_batches(order: Sequence[int], lengths: np.ndarray, max_tokens: int) -
         batch.append(i); longest = new_longest
     if batch: batches.append(batch)
     return batches
-
-# %% ../nbs/09_data.ipynb #55ad9b6a
-def balance_batches(batches: list[list[int]], num_replicas: int, drop_last: bool = False) -> list[list[int]]:
-    "Make the number of batches a multiple of `num_replicas`: split the largest batches in two (or drop the extra ones)."
-    r = num_replicas
-    if len(batches) % r == 0: return batches
-    if drop_last: return batches[: len(batches) - len(batches) % r]
-    while len(batches) % r:
-        k = max(range(len(batches)), key=lambda j: len(batches[j]))
-        if len(batches[k]) < 2: break
-        batches[k:k + 1] = [batches[k][: len(batches[k]) // 2], batches[k][len(batches[k]) // 2:]]
-    if len(batches) % r: batches = batches + batches[: r - len(batches) % r]  # fewer examples than processes
-    return batches
-
-# %% ../nbs/09_data.ipynb #cfdf197e
-def _check_sampler_args(lengths: np.ndarray, max_tokens: int, num_replicas: int, rank: int, bucket_size: int | None) -> None:
-    "Raise a `ValueError` that names the bad argument of `TokenBudgetSampler` and the fix."
-    if lengths.ndim != 1 or len(lengths) == 0 or not np.issubdtype(lengths.dtype, np.integer) or lengths.min() < 0:
-        raise ValueError(f"lengths must be a non-empty list of non-negative ints or of (src, tgt) int pairs, got shape {lengths.shape} of {lengths.dtype}.")
-    if max_tokens < 1: raise ValueError(f"max_tokens={max_tokens} must be positive; a few thousand is typical.")
-    if not 0 <= rank < num_replicas:
-        raise ValueError(f"rank={rank} must be in [0, num_replicas={num_replicas}); pass the process's rank and the world size.")
-    if bucket_size is not None and bucket_size < 1: raise ValueError(f"bucket_size={bucket_size} must be positive, or None.")
 
 # %% ../nbs/09_data.ipynb #f720ca4a
 class TokenBudgetSampler(Sampler[list[int]]):
@@ -197,241 +182,6 @@ def translation_loader(examples: Sequence[tuple[Sequence[int], Sequence[int]]], 
     sampler = TokenBudgetSampler([(len(s), len(t)) for s, t in examples], max_tokens, shuffle=shuffle, seed=seed,
                                  num_replicas=num_replicas, rank=rank, bucket_size=bucket_size)
     return DataLoader(examples, batch_sampler=sampler, collate_fn=collate, num_workers=num_workers)
-
-# %% ../nbs/09_data.ipynb #0ac2a699
-#: the stored results that the chapters show (`bench/results/` of the repository), pinned by sha256
-RESULT_FILES = {
-    "modern_ablation-amd-epyc-2cores.json":
-        "058557e76223361c13b38ea409b25fb3af1e08cc44d4a52e3ae6755aad663b3c",
-    "imdb_mlm-realmask-300-seed1-amd-epyc-2cores.json":
-        "9c24a7d4af8d6fab73513dd908d65d38317b2ce1b59738cfc9c9f468b13cfedc",
-    "imdb_mlm-realmask-300-seed2-amd-epyc-2cores.json":
-        "2c52d3ab9504da3d65ecfed854dc8f9fce0d303b90436f15aa7b74b1e3d82550",
-    "imdb_mlm-realmask-300-seed3-amd-epyc-2cores.json":
-        "cf06f6454705f2b98ba97178214a34307697b27708817d7f94e79d252e2a6dab",
-    "imdb_mlm-scratch-seed1-amd-epyc-2cores.json":
-        "dd1bb7cefe1334252676d790673d9e6ad290f27d90b9b4233df2fd45c43b2784",
-    "imdb_mlm-scratch-seed2-amd-epyc-2cores.json":
-        "1a66ad88d348864e77f097abe8aaf8264780d67e802c88d796a3589e5ba7e2f0",
-    "imdb_mlm-scratch-seed3-amd-epyc-2cores.json":
-        "03bd43d5a05dee7df6dd2896132800b7be09a20392c184f4f9d99df6f19ddadb",
-    "sparse_attention-amd-epyc-2cores.json":
-        "c8252180cc0cc8401f589907f4c36351bac3edea66d1daad0373504c4714ed09",
-    "sparse_attention-seed1-amd-epyc-2cores.json":
-        "e18ca3c72f38f8c5f414a1512207e0ee25077b7fe7212b560cf9acabffeac448",
-    "sparse_attention-seed2-amd-epyc-2cores.json":
-        "8504d1159770244fc5ee2292c81b2841bbe9856aa49e62170757025c41ba7537",
-    "transformer_xl-amd-epyc-2cores.json":
-        "874ffc8d3e2ff6b18e72fed732282a8d82a15c7ea5bc0d68b02ae666ec09e61a",
-    "transformer_xl-seed1-amd-epyc-2cores.json":
-        "40eedcb87d19ba8363cdc9a7e902ed6c14b6ddf1b330fe93268d20cc32d03387",
-    "transformer_xl-seed2-amd-epyc-2cores.json":
-        "5fda1607a423cee8491f31aa29c193b7697c31d7b134896640a966171d6addc6",
-    "transformer_xl_steps-amd-epyc-2cores.json":
-        "917851ddefc67bf9dfe6d77c7b153b23ab919714e17e34dffac512f1bdb17b5b",
-    "copy_recipes-amd-epyc-2cores-embed-xavier.json":
-        "ff7b86401ee6ac6935a8561ccb93b78ef208782e932a4f7a76fe93a8899859cf",
-    "copy_recipes-amd-epyc-2cores.json":
-        "d9e7fff9f8eb1dbcc1d227bbca029c65ba3b010b3a7d6314b480ab1f09100198",
-    "precision_curves-amd-epyc-2cores.json":
-        "21393283fa083328016bf959941ae31cddb7f4b212b6ebfa5a20de444eb29b1a",
-    "train_throughput-amd-epyc-2cores.json":
-        "082f5a87668617ceaa82535934abc006c1ea40bf675734b362d4364daa032773",
-    "train_throughput-nvidia-h100-80gb-hbm3-run1.json":
-        "f2f0b3cc09469fd728bb16e5fd85733a0156efabf75a2a935d1c8ad5ee9a4290",
-    "web-amd-epyc-2cores.json":
-        "58b451595ada7d769d050277b4dfe2542e1fde869c1fd378a27a2aa57c08f2b2",
-    "train_throughput-intel-r-xeon-r-processor-2-50ghz-2cores.json":
-        "6b4c76f9c129c55ae489c3fbc99fb1c3fb1c818d9089ccb84286fc0946bf1216",
-    "profile_step-intel-r-xeon-r-processor-2-50ghz-2cores.json":
-        "aa8a1e1ca5c516cb1268fd2e131e0e1c9967f80de64585d979a517d57045e3e0",
-    "multi30k-small-intel-r-xeon-r-processor-2-50ghz-2cores.json":
-        "d03f80dde7d4d09a43547120cfdbd449975617dcd6647cf9b68078fb64df1633",
-    "decode-intel-r-xeon-r-processor-2-50ghz-2cores.json":
-        "aa2a18fb322d3e77be3c4a0ca9fb389dd9235b1e32dfda6841ffd117d35e9172",
-    "decode-nvidia-h100-80gb-hbm3.json":
-        "a67b2695fc58a12bcf0907ebaab3a7b3ba93e0de0bd5088a58a9a03f9d7c733d",
-    "memory-nvidia-h100-80gb-hbm3.json":
-        "250bfe92938be2a21887d5d47d2465f88c18851171e06deebf2f7f623ed4bba0",
-    "multi30k-gpu-nvidia-h100-80gb-hbm3.jsonl":
-        "597f8b85fb75dbbf7fafae292849bde03e2f71fa23f9b1a24f42fe8691f7d660",
-    "multi30k-gpu-nvidia-h100-80gb-hbm3.log":
-        "da56f5161bf2b2b49f481a666a15f795bef2906c97bd201e3ab7e81462d66263",
-    "precision_curves-nvidia-h100-80gb-hbm3.json":
-        "880446aef64b9fd6c17372a886aa38134691812fd4bbc945fcb2d1c0b1855145",
-    "profile_step-nvidia-h100-80gb-hbm3.json":
-        "c04873d1f24bb7a1cebd13d33811bea340f8e36c9fc174245a33200ec8701eca",
-    "sdpa_kernels-nvidia-h100-80gb-hbm3.json":
-        "614e0581e27bc69760be73692171a6982b3871d3e4dd63443ba50500d84aa4b8",
-    "train_throughput-nvidia-h100-80gb-hbm3.json":
-        "d5774be261d151460e5875a7c9c966a3731ffff8370def40af0f24f68629c6d5",
-    "attention_maps-multi30k-small.json":
-        "68c05d80ce68e8d2cbe1b8b5495de617a567fbbf1f3ecb4c06463245029c94c9",
-    "length_penalty-amd-epyc-2cores.json":
-        "c27b812b95d0b5d285a29f4dde0e83133d45efa7091b5a45f0cc3d3be976978f",
-    "imdb_run-amd-epyc-2cores.json":
-        "a68adf256173c0b35d1518b6f208d75469120bd6b5ed1bd12957aa4124284617",
-    "imdb_run1-random-val-amd-epyc-2cores.json":
-        "0453b323643522782fe2ff888a10ec86187dc1e984a7534911c2e0011637138f",
-    "imdb_choices-amd-epyc-2cores.json":
-        "0da0c128302bd1e05724e0e0c93375143a38d67af1b17f9fe93a61d8be1b272e",
-    "shakespeare_run-amd-epyc-2cores.json":
-        "7f56f2640b66efc20985c3bd0dd074ccde2a76940e2af6b261d1aab4725c3015",
-    "pretrained-imdb-amd-epyc-2cores.json":
-        "fb10b7e869019296e51a0eb88d70571d1ef9b2cfafe9a0c94a9a9afe3f95df7b",
-    "pretrained-shakespeare-amd-epyc-2cores.json":
-        "8047686af6d634a309088355aa2089637f2b6f469591fd94f4445a83ef95c294",
-    "imdb_average-amd-epyc-2cores.json":
-        "362a394dcd850b3e18f0e4efb58fefe22ee9fd98e68de7122a2d87478f0e8503",
-    "imdb_mlm-amd-epyc-2cores.json":
-        "3558f770a88819ab4302d65c3e88380cef47f6238fe5dfd77a8b77bba8772605",
-    "decode_vs_marian-before-amd-epyc-2cores.json":
-        "cf0ff1539888a54548f7e1e323bdc48cba7a90f5595726b84370c80647939617",
-    "decode_vs_marian-amd-epyc-2cores.json":
-        "345d8da1a45f3e230afeb35972c359b67000f6a9ea17383cc40d1eb7e3ed3939",
-    "decode_steps-amd-epyc-2cores.json":
-        "21239685cdfea55080a2236842835b93e6108604f701e976062544010f64a857",
-    "decode_floor-amd-epyc-2cores.json":
-        "0be6cf35395585f85bff69d78866df2e00aa417f84b064728e162042cb5ee195",
-    "decode_finished-amd-epyc-2cores.json":
-        "59275e66851cc605bb10dac1141c3b7b7ea716f24173db25ff42aaab84dab379",
-    "pretrained-multi30k-small-amd-epyc-2cores.json":
-        "8687a6a92a682be1ef85ff97a8a775708908fb5faf975a3a8a7dfad9c67e6d5f",
-}
-
-
-# %% ../nbs/10_classification.ipynb #7bf5da2c
-IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
-IMDB_SHA256 = "c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe"   # the official archive, 84 MB
-IMDB_LABELS = ("neg", "pos")                                                      # label ids 0 and 1
-_IMDB_FILE = re.compile(r"(?:^|/)aclImdb/(train|test)/(pos|neg)/(\d+)_(\d+)\.txt$")   # <id>_<rating>.txt
-
-def imdb_cache_dir() -> Path:
-    "Where the downloaded IMDb archive is cached: `cache_root() / 'imdb'`."
-    return cache_root() / "imdb"
-
-def _imdb_source(data_dir: str | os.PathLike | None, download: bool) -> Path:
-    """The archive or `aclImdb/` folder to read: in `data_dir` (a folder holding `aclImdb/` or `aclImdb*.tar.gz`,
-    the `aclImdb/` folder itself, or an archive file), else in the cache, downloaded there when missing."""
-    folder = Path(data_dir).expanduser() if data_dir is not None else imdb_cache_dir()
-    if folder.is_file(): return folder
-    for p in (folder / "aclImdb", folder):
-        if (p / "train").is_dir() and (p / "test").is_dir(): return p
-    archives = sorted(folder.glob("aclImdb*.tar.gz")) if folder.is_dir() else []
-    if archives: return archives[0]
-    where = (f"Pass data_dir (command line: --data-dir) a folder that holds aclImdb/ or aclImdb_v1.tar.gz from "
-             f"{IMDB_URL}, or that archive itself.")
-    if data_dir is not None: raise FileNotFoundError(f"{folder} holds no IMDb data (neither aclImdb/ nor aclImdb*.tar.gz). {where}")
-    if not download: raise FileNotFoundError(f"the IMDb archive is not in the cache {folder} and download=False. {where}")
-    folder.mkdir(parents=True, exist_ok=True)
-    return _fetch(IMDB_URL, folder / "aclImdb_v1.tar.gz", IMDB_SHA256, help=where)
-
-_IMDB_READ: dict = {}   # (archive, size, mtime) -> the reviews, so that a process reads an archive once
-
-def _read_imdb(path: Path) -> dict[str, list[tuple[str, int]]]:
-    "Both splits of an archive or folder, each sorted by (label, id), after checking the layout."
-    stat = path.stat()
-    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns) if path.is_file() else None   # folders: read again
-    if key in _IMDB_READ: return _IMDB_READ[key]
-    found = {"train": [], "test": []}
-    def add(name: str, read) -> None:
-        if (m := _IMDB_FILE.search(name)) is None: return
-        split, label, i, rating = m.groups()
-        try: text = read().decode("utf-8")
-        except UnicodeDecodeError as e: raise DataError(f"{path}: {name} is not UTF-8 text ({e}).") from None
-        found[split].append((IMDB_LABELS.index(label), int(i), int(rating), text))
-    if path.is_file():
-        try:
-            with tarfile.open(path, "r:gz") as tar:
-                for member in tar:
-                    if member.isfile(): add(member.name, lambda: tar.extractfile(member).read())
-        except (tarfile.TarError, EOFError, zlib.error, OSError) as e:
-            raise DataError(f"{path} is not a readable .tar.gz archive ({e}): it is damaged or cut short. Delete it "
-                            f"(the next call downloads it again) or pass another data_dir.") from None
-    else:
-        for f in sorted(path.glob("*/*/*.txt")): add("aclImdb/" + f.relative_to(path).as_posix(), f.read_bytes)
-    for split, rows in found.items():
-        for k, label in enumerate(IMDB_LABELS):
-            if not any(r[0] == k for r in rows):
-                raise DataError(f"{path} holds no {split}/{label} reviews: it is not the aclImdb layout "
-                                f"(aclImdb/{{train,test}}/{{pos,neg}}/<id>_<rating>.txt).")
-        if bad := [r for r in rows if (r[2] >= 7) != (r[0] == 1) or 5 <= r[2] <= 6]:
-            raise DataError(f"{path}: {len(bad)} {split} reviews have a rating that contradicts their folder (e.g. "
-                            f"{IMDB_LABELS[bad[0][0]]}/{bad[0][1]}_{bad[0][2]}.txt); positive reviews are rated 7-10, negative 1-4.")
-    out = {s: [(r[3], r[0]) for r in sorted(rows, key=lambda r: (r[0], r[1]))] for s, rows in found.items()}
-    if key is not None: _IMDB_READ[key] = out
-    return out
-
-def load_imdb(split: str = "train", data_dir: str | os.PathLike | None = None,
-              download: bool = True) -> list[tuple[str, int]]:
-    """The labelled reviews of `split` ("train" or "test") of the IMDb Large Movie Review Dataset (Maas et al.
-    2011) as `(text, label)` pairs, label 0 = negative, 1 = positive (`IMDB_LABELS`), sorted by label and id.
-    Reads the official archive, downloaded into the cache with its checksum checked, or what `data_dir` holds
-    (see `_imdb_source`): a local archive or folder is checked by its layout, not its hash."""
-    if split not in ("train", "test"): raise ValueError(f"unknown IMDb split {split!r}; choose 'train' or 'test' "
-                                                      f"(the validation set is carved from train by the task).")
-    return _read_imdb(_imdb_source(data_dir, download))[split]
-
-# %% ../nbs/11_language_model.ipynb #dc93b65c
-TINYSHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
-TINYSHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"   # the content is pinned
-ENWIK8_URL = "http://mattmahoney.net/dc/enwik8.zip"
-ENWIK8_SIZE, ENWIK8_SHA1 = 100_000_000, "57b8363b814821dc9d47aa4d41f58733519076b2"   # of the unzipped file
-#: corpus -> (file name, how its text is split: fractions, or byte counts for enwik8 as Bloem and Al-Rfou et al.)
-CORPORA = {"tinyshakespeare": ("input.txt", (0.9, 0.1)), "enwik8": ("enwik8", (90_000_000, 5_000_000, 5_000_000))}
-
-def _check_enwik8(path: Path) -> Path:
-    h = hashlib.sha1()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20): h.update(chunk)
-    if path.stat().st_size != ENWIK8_SIZE or h.hexdigest() != ENWIK8_SHA1:
-        raise DataError(f"{path} is not enwik8: {path.stat().st_size:,} bytes with sha1 {h.hexdigest()}, expected "
-                        f"{ENWIK8_SIZE:,} bytes with sha1 {ENWIK8_SHA1}. Delete it and download it again.")
-    return path
-
-def corpus_file(corpus: str, data_dir: str | os.PathLike | None = None, download: bool = True) -> Path:
-    """The text file of `corpus`: `"tinyshakespeare"` (`input.txt`), `"enwik8"` (the unzipped `enwik8`), or a path
-    to any UTF-8 text file. Looked for in `data_dir` (a folder, or the file itself), else in the cache, where it is
-    downloaded (checksum checked) when missing."""
-    if corpus not in CORPORA:
-        path = Path(corpus).expanduser()
-        if not path.is_file(): raise FileNotFoundError(f"no corpus {corpus!r}: name one of {', '.join(CORPORA)} or give a text file.")
-        return path
-    name = CORPORA[corpus][0]
-    folder = Path(data_dir).expanduser() if data_dir is not None else cache_root() / corpus
-    if folder.is_file(): return _check_enwik8(folder) if corpus == "enwik8" else folder
-    if (folder / name).is_file(): return _check_enwik8(folder / name) if corpus == "enwik8" else folder / name
-    url = TINYSHAKESPEARE_URL if corpus == "tinyshakespeare" else ENWIK8_URL
-    where = f"Pass data_dir (command line: --data-dir) the folder holding {name} from {url}."
-    if data_dir is not None: raise FileNotFoundError(f"{folder} holds no {name}. {where}")
-    if not download: raise FileNotFoundError(f"{name} is not in the cache {folder} and download=False. {where}")
-    folder.mkdir(parents=True, exist_ok=True)
-    if corpus == "tinyshakespeare": return _fetch(url, folder / name, TINYSHAKESPEARE_SHA256, help=where)
-    archive = _fetch(url, folder / "enwik8.zip", None, help=where)      # its checksum is checked once unzipped
-    try:
-        with zipfile.ZipFile(archive) as z: z.extract("enwik8", folder)
-    except (zipfile.BadZipFile, KeyError) as e:
-        raise DataError(f"{archive} is not the enwik8 archive ({e}); delete it and download it again.") from None
-    archive.unlink()
-    return _check_enwik8(folder / "enwik8")
-
-def load_corpus(corpus: str, data_dir: str | os.PathLike | None = None, download: bool = True) -> dict[str, str]:
-    """The splits of a text corpus (`corpus_file`): tiny-shakespeare's first 90% / last 10% (`train`, `val`, as
-    nanoGPT), enwik8's 90M / 5M / 5M bytes (`train`, `val`, `test`), another file's first 90% / last 10%. enwik8 is
-    read byte by byte (latin-1), so its "characters" are bytes and bits per character are bits per byte."""
-    path = corpus_file(corpus, data_dir, download)
-    raw = path.read_bytes()
-    if corpus == "enwik8": text = raw.decode("latin-1")
-    else:
-        try: text = raw.decode("utf-8")
-        except UnicodeDecodeError as e: raise DataError(f"{path} is not UTF-8 text ({e}).") from None
-    cuts = CORPORA.get(corpus, (None, (0.9, 0.1)))[1]
-    if isinstance(cuts[0], float): cuts = (int(len(text) * cuts[0]), len(text) - int(len(text) * cuts[0]))
-    names, out, start = ("train", "val", "test"), {}, 0
-    for name, n in zip(names, cuts):
-        out[name], start = text[start:start + n], start + n
-    if min(len(v) for v in out.values()) < 2: raise DataError(f"{path} is too short to split ({len(text)} characters).")
-    return out
 
 # %% ../nbs/9e_data_plumbing.ipynb #36a7904e
 import fnmatch, gzip, hashlib, http.client, json, tarfile, tempfile, time, urllib.error, urllib.request, zipfile, zlib
@@ -621,6 +371,108 @@ def write_synthetic_multi30k(folder: str | os.PathLike, n_train: int = 400, n_ev
             (folder / name).write_text("\n".join(p[side] for p in ps) + "\n", encoding="utf-8")
     return folder
 
+# %% ../nbs/9e_data_plumbing.ipynb #0ac2a699
+#: the stored results that the chapters show (`bench/results/` of the repository), pinned by sha256
+RESULT_FILES = {
+    "modern_ablation-amd-epyc-2cores.json":
+        "058557e76223361c13b38ea409b25fb3af1e08cc44d4a52e3ae6755aad663b3c",
+    "imdb_mlm-realmask-300-seed1-amd-epyc-2cores.json":
+        "9c24a7d4af8d6fab73513dd908d65d38317b2ce1b59738cfc9c9f468b13cfedc",
+    "imdb_mlm-realmask-300-seed2-amd-epyc-2cores.json":
+        "2c52d3ab9504da3d65ecfed854dc8f9fce0d303b90436f15aa7b74b1e3d82550",
+    "imdb_mlm-realmask-300-seed3-amd-epyc-2cores.json":
+        "cf06f6454705f2b98ba97178214a34307697b27708817d7f94e79d252e2a6dab",
+    "imdb_mlm-scratch-seed1-amd-epyc-2cores.json":
+        "dd1bb7cefe1334252676d790673d9e6ad290f27d90b9b4233df2fd45c43b2784",
+    "imdb_mlm-scratch-seed2-amd-epyc-2cores.json":
+        "1a66ad88d348864e77f097abe8aaf8264780d67e802c88d796a3589e5ba7e2f0",
+    "imdb_mlm-scratch-seed3-amd-epyc-2cores.json":
+        "03bd43d5a05dee7df6dd2896132800b7be09a20392c184f4f9d99df6f19ddadb",
+    "sparse_attention-amd-epyc-2cores.json":
+        "c8252180cc0cc8401f589907f4c36351bac3edea66d1daad0373504c4714ed09",
+    "sparse_attention-seed1-amd-epyc-2cores.json":
+        "e18ca3c72f38f8c5f414a1512207e0ee25077b7fe7212b560cf9acabffeac448",
+    "sparse_attention-seed2-amd-epyc-2cores.json":
+        "8504d1159770244fc5ee2292c81b2841bbe9856aa49e62170757025c41ba7537",
+    "transformer_xl-amd-epyc-2cores.json":
+        "874ffc8d3e2ff6b18e72fed732282a8d82a15c7ea5bc0d68b02ae666ec09e61a",
+    "transformer_xl-seed1-amd-epyc-2cores.json":
+        "40eedcb87d19ba8363cdc9a7e902ed6c14b6ddf1b330fe93268d20cc32d03387",
+    "transformer_xl-seed2-amd-epyc-2cores.json":
+        "5fda1607a423cee8491f31aa29c193b7697c31d7b134896640a966171d6addc6",
+    "transformer_xl_steps-amd-epyc-2cores.json":
+        "917851ddefc67bf9dfe6d77c7b153b23ab919714e17e34dffac512f1bdb17b5b",
+    "copy_recipes-amd-epyc-2cores-embed-xavier.json":
+        "ff7b86401ee6ac6935a8561ccb93b78ef208782e932a4f7a76fe93a8899859cf",
+    "copy_recipes-amd-epyc-2cores.json":
+        "d9e7fff9f8eb1dbcc1d227bbca029c65ba3b010b3a7d6314b480ab1f09100198",
+    "precision_curves-amd-epyc-2cores.json":
+        "21393283fa083328016bf959941ae31cddb7f4b212b6ebfa5a20de444eb29b1a",
+    "train_throughput-amd-epyc-2cores.json":
+        "082f5a87668617ceaa82535934abc006c1ea40bf675734b362d4364daa032773",
+    "train_throughput-nvidia-h100-80gb-hbm3-run1.json":
+        "f2f0b3cc09469fd728bb16e5fd85733a0156efabf75a2a935d1c8ad5ee9a4290",
+    "web-amd-epyc-2cores.json":
+        "58b451595ada7d769d050277b4dfe2542e1fde869c1fd378a27a2aa57c08f2b2",
+    "train_throughput-intel-r-xeon-r-processor-2-50ghz-2cores.json":
+        "6b4c76f9c129c55ae489c3fbc99fb1c3fb1c818d9089ccb84286fc0946bf1216",
+    "profile_step-intel-r-xeon-r-processor-2-50ghz-2cores.json":
+        "aa8a1e1ca5c516cb1268fd2e131e0e1c9967f80de64585d979a517d57045e3e0",
+    "multi30k-small-intel-r-xeon-r-processor-2-50ghz-2cores.json":
+        "d03f80dde7d4d09a43547120cfdbd449975617dcd6647cf9b68078fb64df1633",
+    "decode-intel-r-xeon-r-processor-2-50ghz-2cores.json":
+        "aa2a18fb322d3e77be3c4a0ca9fb389dd9235b1e32dfda6841ffd117d35e9172",
+    "decode-nvidia-h100-80gb-hbm3.json":
+        "a67b2695fc58a12bcf0907ebaab3a7b3ba93e0de0bd5088a58a9a03f9d7c733d",
+    "memory-nvidia-h100-80gb-hbm3.json":
+        "250bfe92938be2a21887d5d47d2465f88c18851171e06deebf2f7f623ed4bba0",
+    "multi30k-gpu-nvidia-h100-80gb-hbm3.jsonl":
+        "597f8b85fb75dbbf7fafae292849bde03e2f71fa23f9b1a24f42fe8691f7d660",
+    "multi30k-gpu-nvidia-h100-80gb-hbm3.log":
+        "da56f5161bf2b2b49f481a666a15f795bef2906c97bd201e3ab7e81462d66263",
+    "precision_curves-nvidia-h100-80gb-hbm3.json":
+        "880446aef64b9fd6c17372a886aa38134691812fd4bbc945fcb2d1c0b1855145",
+    "profile_step-nvidia-h100-80gb-hbm3.json":
+        "c04873d1f24bb7a1cebd13d33811bea340f8e36c9fc174245a33200ec8701eca",
+    "sdpa_kernels-nvidia-h100-80gb-hbm3.json":
+        "614e0581e27bc69760be73692171a6982b3871d3e4dd63443ba50500d84aa4b8",
+    "train_throughput-nvidia-h100-80gb-hbm3.json":
+        "d5774be261d151460e5875a7c9c966a3731ffff8370def40af0f24f68629c6d5",
+    "attention_maps-multi30k-small.json":
+        "68c05d80ce68e8d2cbe1b8b5495de617a567fbbf1f3ecb4c06463245029c94c9",
+    "length_penalty-amd-epyc-2cores.json":
+        "c27b812b95d0b5d285a29f4dde0e83133d45efa7091b5a45f0cc3d3be976978f",
+    "imdb_run-amd-epyc-2cores.json":
+        "a68adf256173c0b35d1518b6f208d75469120bd6b5ed1bd12957aa4124284617",
+    "imdb_run1-random-val-amd-epyc-2cores.json":
+        "0453b323643522782fe2ff888a10ec86187dc1e984a7534911c2e0011637138f",
+    "imdb_choices-amd-epyc-2cores.json":
+        "0da0c128302bd1e05724e0e0c93375143a38d67af1b17f9fe93a61d8be1b272e",
+    "shakespeare_run-amd-epyc-2cores.json":
+        "7f56f2640b66efc20985c3bd0dd074ccde2a76940e2af6b261d1aab4725c3015",
+    "pretrained-imdb-amd-epyc-2cores.json":
+        "fb10b7e869019296e51a0eb88d70571d1ef9b2cfafe9a0c94a9a9afe3f95df7b",
+    "pretrained-shakespeare-amd-epyc-2cores.json":
+        "8047686af6d634a309088355aa2089637f2b6f469591fd94f4445a83ef95c294",
+    "imdb_average-amd-epyc-2cores.json":
+        "362a394dcd850b3e18f0e4efb58fefe22ee9fd98e68de7122a2d87478f0e8503",
+    "imdb_mlm-amd-epyc-2cores.json":
+        "3558f770a88819ab4302d65c3e88380cef47f6238fe5dfd77a8b77bba8772605",
+    "decode_vs_marian-before-amd-epyc-2cores.json":
+        "cf0ff1539888a54548f7e1e323bdc48cba7a90f5595726b84370c80647939617",
+    "decode_vs_marian-amd-epyc-2cores.json":
+        "345d8da1a45f3e230afeb35972c359b67000f6a9ea17383cc40d1eb7e3ed3939",
+    "decode_steps-amd-epyc-2cores.json":
+        "21239685cdfea55080a2236842835b93e6108604f701e976062544010f64a857",
+    "decode_floor-amd-epyc-2cores.json":
+        "0be6cf35395585f85bff69d78866df2e00aa417f84b064728e162042cb5ee195",
+    "decode_finished-amd-epyc-2cores.json":
+        "59275e66851cc605bb10dac1141c3b7b7ea716f24173db25ff42aaab84dab379",
+    "pretrained-multi30k-small-amd-epyc-2cores.json":
+        "8687a6a92a682be1ef85ff97a8a775708908fb5faf975a3a8a7dfad9c67e6d5f",
+}
+
+
 # %% ../nbs/9e_data_plumbing.ipynb #f24bb124
 REPOSITORY = "https://github.com/annotated-transformer/annotated-transformer"   # fallback for `repository_url`
 _offline = False   # set after a failed download: a notebook opened offline tries once, not once per file
@@ -675,3 +527,181 @@ def load_result(name: str) -> dict | None:
               f"in bench/ of {repository_url()} to produce it, or open the chapter on the website to see it.)")
         return None
     return json.loads(path.read_text(encoding="utf-8"))
+
+# %% ../nbs/9e_data_plumbing.ipynb #55ad9b6a
+def balance_batches(batches: list[list[int]], num_replicas: int, drop_last: bool = False) -> list[list[int]]:
+    "Make the number of batches a multiple of `num_replicas`: split the largest batches in two (or drop the extra ones)."
+    r = num_replicas
+    if len(batches) % r == 0: return batches
+    if drop_last: return batches[: len(batches) - len(batches) % r]
+    while len(batches) % r:
+        k = max(range(len(batches)), key=lambda j: len(batches[j]))
+        if len(batches[k]) < 2: break
+        batches[k:k + 1] = [batches[k][: len(batches[k]) // 2], batches[k][len(batches[k]) // 2:]]
+    if len(batches) % r: batches = batches + batches[: r - len(batches) % r]  # fewer examples than processes
+    return batches
+
+# %% ../nbs/9e_data_plumbing.ipynb #cfdf197e
+def _check_sampler_args(lengths: np.ndarray, max_tokens: int, num_replicas: int, rank: int, bucket_size: int | None) -> None:
+    "Raise a `ValueError` that names the bad argument of `TokenBudgetSampler` and the fix."
+    if lengths.ndim != 1 or len(lengths) == 0 or not np.issubdtype(lengths.dtype, np.integer) or lengths.min() < 0:
+        raise ValueError(f"lengths must be a non-empty list of non-negative ints or of (src, tgt) int pairs, got shape {lengths.shape} of {lengths.dtype}.")
+    if max_tokens < 1: raise ValueError(f"max_tokens={max_tokens} must be positive; a few thousand is typical.")
+    if not 0 <= rank < num_replicas:
+        raise ValueError(f"rank={rank} must be in [0, num_replicas={num_replicas}); pass the process's rank and the world size.")
+    if bucket_size is not None and bucket_size < 1: raise ValueError(f"bucket_size={bucket_size} must be positive, or None.")
+
+# %% ../nbs/9e_data_plumbing.ipynb #f959e1fd
+def _tokenizer_file(path: str | os.PathLike) -> Path:
+    path = Path(path).expanduser()
+    return path / "tokenizer.json" if path.is_dir() or not path.suffix else path
+
+def save_tokenizer(tokenizer: Tokenizer, path: str | os.PathLike) -> Path:
+    "Save to `path` (a `.json` file, or a folder that gets `tokenizer.json`); return the file written."
+    file = _tokenizer_file(path)
+    file.parent.mkdir(parents=True, exist_ok=True)
+    tokenizer.save(str(file))
+    return file
+
+def load_tokenizer(path: str | os.PathLike) -> Tokenizer:
+    "Load a tokenizer saved by `save_tokenizer` (a `.json` file, or a folder holding `tokenizer.json`)."
+    file = _tokenizer_file(path)
+    if not file.is_file():
+        raise FileNotFoundError(f"no tokenizer at {file}; train one with train_tokenizer and save it with save_tokenizer.")
+    try: tok = Tokenizer.from_file(str(file))
+    except Exception as e:
+        raise DataError(f"{file} is not a valid tokenizer.json ({e}); save the tokenizer again.") from e
+    return check_tokenizer(tok)
+
+# %% ../nbs/9g_classification_runs.ipynb #7bf5da2c
+IMDB_URL = "https://ai.stanford.edu/~amaas/data/sentiment/aclImdb_v1.tar.gz"
+IMDB_SHA256 = "c40f74a18d3b61f90feba1e17730e0d38e8b97c05fde7008942e91923d1658fe"   # the official archive, 84 MB
+IMDB_LABELS = ("neg", "pos")                                                      # label ids 0 and 1
+_IMDB_FILE = re.compile(r"(?:^|/)aclImdb/(train|test)/(pos|neg)/(\d+)_(\d+)\.txt$")   # <id>_<rating>.txt
+
+def imdb_cache_dir() -> Path:
+    "Where the downloaded IMDb archive is cached: `cache_root() / 'imdb'`."
+    return cache_root() / "imdb"
+
+def _imdb_source(data_dir: str | os.PathLike | None, download: bool) -> Path:
+    """The archive or `aclImdb/` folder to read: in `data_dir` (a folder holding `aclImdb/` or `aclImdb*.tar.gz`,
+    the `aclImdb/` folder itself, or an archive file), else in the cache, downloaded there when missing."""
+    folder = Path(data_dir).expanduser() if data_dir is not None else imdb_cache_dir()
+    if folder.is_file(): return folder
+    for p in (folder / "aclImdb", folder):
+        if (p / "train").is_dir() and (p / "test").is_dir(): return p
+    archives = sorted(folder.glob("aclImdb*.tar.gz")) if folder.is_dir() else []
+    if archives: return archives[0]
+    where = (f"Pass data_dir (command line: --data-dir) a folder that holds aclImdb/ or aclImdb_v1.tar.gz from "
+             f"{IMDB_URL}, or that archive itself.")
+    if data_dir is not None: raise FileNotFoundError(f"{folder} holds no IMDb data (neither aclImdb/ nor aclImdb*.tar.gz). {where}")
+    if not download: raise FileNotFoundError(f"the IMDb archive is not in the cache {folder} and download=False. {where}")
+    folder.mkdir(parents=True, exist_ok=True)
+    return _fetch(IMDB_URL, folder / "aclImdb_v1.tar.gz", IMDB_SHA256, help=where)
+
+_IMDB_READ: dict = {}   # (archive, size, mtime) -> the reviews, so that a process reads an archive once
+
+def _read_imdb(path: Path) -> dict[str, list[tuple[str, int]]]:
+    "Both splits of an archive or folder, each sorted by (label, id), after checking the layout."
+    stat = path.stat()
+    key = (str(path.resolve()), stat.st_size, stat.st_mtime_ns) if path.is_file() else None   # folders: read again
+    if key in _IMDB_READ: return _IMDB_READ[key]
+    found = {"train": [], "test": []}
+    def add(name: str, read) -> None:
+        if (m := _IMDB_FILE.search(name)) is None: return
+        split, label, i, rating = m.groups()
+        try: text = read().decode("utf-8")
+        except UnicodeDecodeError as e: raise DataError(f"{path}: {name} is not UTF-8 text ({e}).") from None
+        found[split].append((IMDB_LABELS.index(label), int(i), int(rating), text))
+    if path.is_file():
+        try:
+            with tarfile.open(path, "r:gz") as tar:
+                for member in tar:
+                    if member.isfile(): add(member.name, lambda: tar.extractfile(member).read())
+        except (tarfile.TarError, EOFError, zlib.error, OSError) as e:
+            raise DataError(f"{path} is not a readable .tar.gz archive ({e}): it is damaged or cut short. Delete it "
+                            f"(the next call downloads it again) or pass another data_dir.") from None
+    else:
+        for f in sorted(path.glob("*/*/*.txt")): add("aclImdb/" + f.relative_to(path).as_posix(), f.read_bytes)
+    for split, rows in found.items():
+        for k, label in enumerate(IMDB_LABELS):
+            if not any(r[0] == k for r in rows):
+                raise DataError(f"{path} holds no {split}/{label} reviews: it is not the aclImdb layout "
+                                f"(aclImdb/{{train,test}}/{{pos,neg}}/<id>_<rating>.txt).")
+        if bad := [r for r in rows if (r[2] >= 7) != (r[0] == 1) or 5 <= r[2] <= 6]:
+            raise DataError(f"{path}: {len(bad)} {split} reviews have a rating that contradicts their folder (e.g. "
+                            f"{IMDB_LABELS[bad[0][0]]}/{bad[0][1]}_{bad[0][2]}.txt); positive reviews are rated 7-10, negative 1-4.")
+    out = {s: [(r[3], r[0]) for r in sorted(rows, key=lambda r: (r[0], r[1]))] for s, rows in found.items()}
+    if key is not None: _IMDB_READ[key] = out
+    return out
+
+def load_imdb(split: str = "train", data_dir: str | os.PathLike | None = None,
+              download: bool = True) -> list[tuple[str, int]]:
+    """The labelled reviews of `split` ("train" or "test") of the IMDb Large Movie Review Dataset (Maas et al.
+    2011) as `(text, label)` pairs, label 0 = negative, 1 = positive (`IMDB_LABELS`), sorted by label and id.
+    Reads the official archive, downloaded into the cache with its checksum checked, or what `data_dir` holds
+    (see `_imdb_source`): a local archive or folder is checked by its layout, not its hash."""
+    if split not in ("train", "test"): raise ValueError(f"unknown IMDb split {split!r}; choose 'train' or 'test' "
+                                                      f"(the validation set is carved from train by the task).")
+    return _read_imdb(_imdb_source(data_dir, download))[split]
+
+# %% ../nbs/9h_language_model_runs.ipynb #dc93b65c
+TINYSHAKESPEARE_URL = "https://raw.githubusercontent.com/karpathy/char-rnn/master/data/tinyshakespeare/input.txt"
+TINYSHAKESPEARE_SHA256 = "86c4e6aa9db7c042ec79f339dcb96d42b0075e16b8fc2e86bf0ca57e2dc565ed"   # the content is pinned
+ENWIK8_URL = "http://mattmahoney.net/dc/enwik8.zip"
+ENWIK8_SIZE, ENWIK8_SHA1 = 100_000_000, "57b8363b814821dc9d47aa4d41f58733519076b2"   # of the unzipped file
+#: corpus -> (file name, how its text is split: fractions, or byte counts for enwik8 as Bloem and Al-Rfou et al.)
+CORPORA = {"tinyshakespeare": ("input.txt", (0.9, 0.1)), "enwik8": ("enwik8", (90_000_000, 5_000_000, 5_000_000))}
+
+def _check_enwik8(path: Path) -> Path:
+    h = hashlib.sha1()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20): h.update(chunk)
+    if path.stat().st_size != ENWIK8_SIZE or h.hexdigest() != ENWIK8_SHA1:
+        raise DataError(f"{path} is not enwik8: {path.stat().st_size:,} bytes with sha1 {h.hexdigest()}, expected "
+                        f"{ENWIK8_SIZE:,} bytes with sha1 {ENWIK8_SHA1}. Delete it and download it again.")
+    return path
+
+def corpus_file(corpus: str, data_dir: str | os.PathLike | None = None, download: bool = True) -> Path:
+    """The text file of `corpus`: `"tinyshakespeare"` (`input.txt`), `"enwik8"` (the unzipped `enwik8`), or a path
+    to any UTF-8 text file. Looked for in `data_dir` (a folder, or the file itself), else in the cache, where it is
+    downloaded (checksum checked) when missing."""
+    if corpus not in CORPORA:
+        path = Path(corpus).expanduser()
+        if not path.is_file(): raise FileNotFoundError(f"no corpus {corpus!r}: name one of {', '.join(CORPORA)} or give a text file.")
+        return path
+    name = CORPORA[corpus][0]
+    folder = Path(data_dir).expanduser() if data_dir is not None else cache_root() / corpus
+    if folder.is_file(): return _check_enwik8(folder) if corpus == "enwik8" else folder
+    if (folder / name).is_file(): return _check_enwik8(folder / name) if corpus == "enwik8" else folder / name
+    url = TINYSHAKESPEARE_URL if corpus == "tinyshakespeare" else ENWIK8_URL
+    where = f"Pass data_dir (command line: --data-dir) the folder holding {name} from {url}."
+    if data_dir is not None: raise FileNotFoundError(f"{folder} holds no {name}. {where}")
+    if not download: raise FileNotFoundError(f"{name} is not in the cache {folder} and download=False. {where}")
+    folder.mkdir(parents=True, exist_ok=True)
+    if corpus == "tinyshakespeare": return _fetch(url, folder / name, TINYSHAKESPEARE_SHA256, help=where)
+    archive = _fetch(url, folder / "enwik8.zip", None, help=where)      # its checksum is checked once unzipped
+    try:
+        with zipfile.ZipFile(archive) as z: z.extract("enwik8", folder)
+    except (zipfile.BadZipFile, KeyError) as e:
+        raise DataError(f"{archive} is not the enwik8 archive ({e}); delete it and download it again.") from None
+    archive.unlink()
+    return _check_enwik8(folder / "enwik8")
+
+def load_corpus(corpus: str, data_dir: str | os.PathLike | None = None, download: bool = True) -> dict[str, str]:
+    """The splits of a text corpus (`corpus_file`): tiny-shakespeare's first 90% / last 10% (`train`, `val`, as
+    nanoGPT), enwik8's 90M / 5M / 5M bytes (`train`, `val`, `test`), another file's first 90% / last 10%. enwik8 is
+    read byte by byte (latin-1), so its "characters" are bytes and bits per character are bits per byte."""
+    path = corpus_file(corpus, data_dir, download)
+    raw = path.read_bytes()
+    if corpus == "enwik8": text = raw.decode("latin-1")
+    else:
+        try: text = raw.decode("utf-8")
+        except UnicodeDecodeError as e: raise DataError(f"{path} is not UTF-8 text ({e}).") from None
+    cuts = CORPORA.get(corpus, (None, (0.9, 0.1)))[1]
+    if isinstance(cuts[0], float): cuts = (int(len(text) * cuts[0]), len(text) - int(len(text) * cuts[0]))
+    names, out, start = ("train", "val", "test"), {}, 0
+    for name, n in zip(names, cuts):
+        out[name], start = text[start:start + n], start + n
+    if min(len(v) for v in out.values()) < 2: raise DataError(f"{path} is too short to split ({len(text)} characters).")
+    return out

@@ -24,12 +24,11 @@ from .model import LanguageModel, make_language_model, cached_length, empty_cach
 from .training import Batch, unwrap_model
 from .decoding import pick_next, check_sampling
 from .checkpoint import resolve_checkpoint, atomic_write
-from .data import load_corpus, DataError
+from .data import load_corpus, load_result, DataError
 from .tasks import register_task, task_settings, save_task_settings
 
 # %% auto #0
-__all__ = ['CHAR_PRESETS', 'CharVocab', 'TextBatch', 'random_windows', 'corpus_loss', 'generate', 'CharLMTask', 'ShakespeareTask',
-           'Enwik8Task', 'TextTask']
+__all__ = ['CharVocab', 'TextBatch', 'random_windows', 'corpus_loss', 'generate', 'CHAR_PRESETS', 'CharLMTask', 'ShakespeareTask', 'Enwik8Task', 'TextTask', 'shipped_shakespeare_report']
 
 # %% ../nbs/11_language_model.ipynb #3941a2ab
 class CharVocab:
@@ -113,32 +112,33 @@ def generate(model: LanguageModel, prompt: Tensor, max_new_tokens: int, temperat
     With `use_cache`, each step feeds only the newest id and reuses the keys and values of the earlier ones (chapter
     7's cache); without it, each step reads the whole window again. The model reads at most its `context` ids: when
     the cache is full it restarts from the last `context // 2` ids (without a cache: the window slides by one).
-    Returns `(batch, t + max_new_tokens)`."""
+    Returns `(batch, t + max_new_tokens)`, written into a buffer of that size allocated once."""
     check_sampling(temperature, top_k)
     if prompt.dim() != 2 or prompt.size(1) < 1: raise ValueError(f"prompt must be (batch, t) ids with t >= 1, got shape {tuple(prompt.shape)}.")
+    if max_new_tokens < 0: raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}.")
     check_token_ids(prompt, model.config["src_vocab"], "prompt")
-    context = model.config["context"]
+    context, (B, t) = model.config["context"], prompt.shape
     was_training = model.training
     model.eval()
-    ys, cache = prompt, model.new_cache(context) if use_cache else None
+    ys = prompt.new_empty(B, t + max_new_tokens); ys[:, :t] = prompt     # the output, written in place: linear time
+    cache = model.new_cache(context) if use_cache else None
     new = prompt[:, -context:]                                             # what the next step feeds
     try:
         with id_checks_off(model):
-            for _ in range(max_new_tokens):
+            for pos in range(t, t + max_new_tokens):                         # step writes ys[:, pos]
                 if use_cache:
                     if cached_length(cache) + new.size(1) > context:         # the window is full: start again
-                        cache, new = model.new_cache(context), ys[:, -max(1, context // 2):]
+                        cache, new = model.new_cache(context), ys[:, max(0, pos - max(1, context // 2)):pos]
                     out = model(new, cache)                                  # (batch, new, d_model)
                 else:
-                    out = model(ys[:, -context:])                            # (batch, <= context, d_model)
-                nxt = pick_next(model.generator(out[:, -1]), temperature, top_k, generator)   # (batch,)
-                ys = torch.cat([ys, nxt[:, None]], 1)
-                new = nxt[:, None]
+                    out = model(ys[:, max(0, pos - context):pos])            # (batch, <= context, d_model)
+                ys[:, pos] = pick_next(model.generator(out[:, -1]), temperature, top_k, generator)   # (batch,)
+                new = ys[:, pos:pos + 1]
     finally:
         model.train(was_training)
     return ys
 
-# %% ../nbs/11_language_model.ipynb #3b429adf
+# %% ../nbs/9h_language_model_runs.ipynb #3b429adf
 #: preset -> settings of a character language-model task (model = `make_language_model`'s arguments but the vocabulary)
 CHAR_PRESETS = {
     "tiny": dict(model=dict(N=2, d_model=32, d_ff=64, h=2, dropout=0.0, context=32), batch_size=16, lr_factor=1.0,
@@ -275,3 +275,8 @@ class TextTask(CharLMTask):
     "Characters of any UTF-8 text file, given as `data_dir` (first 90% to train on, last 10% to validate)."
     name: ClassVar[str] = "text"
     corpus: ClassVar[str] = ""
+
+# %% ../nbs/9h_language_model_runs.ipynb #81083620
+def shipped_shakespeare_report() -> dict | None:
+    "The stored measurements of the shipped tiny-shakespeare model (`bench/ship_pretrained.py`), or None where they cannot be had."
+    return load_result("pretrained-shakespeare-amd-epyc-2cores.json")

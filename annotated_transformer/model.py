@@ -190,8 +190,7 @@ def make_classifier(vocab: int, n_classes: int = 2, N: int = 2, d_model: int = 1
                     dropout: float = 0.1, *, pool: str = "mean", norm_first: bool = True, max_len: int = 512,
                     positional: str = "sinusoidal", embed_init: str = "normal",
                     checkpoint_activations: bool = False) -> Classifier:
-    """An encoder-only classifier built from `make_model`'s parts: `N` `EncoderLayer`s (pre-norm by default, which
-    trains without a dip at these sizes: chapter 6), pooling (`Classifier`), and a linear head. `max_len`: the
+    """An encoder-only classifier built from `make_model`'s parts: `N` `EncoderLayer`s (pre-norm by default, as GPT-2), pooling (`Classifier`), and a linear head. `max_len`: the
     longest input in tokens."""
     config = dict(kind="classifier", src_vocab=vocab, tgt_vocab=n_classes, N=N, d_model=d_model, d_ff=d_ff, h=h,
                   dropout=dropout, pool=pool, norm_first=norm_first, max_len=max_len, positional=positional,

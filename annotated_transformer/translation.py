@@ -18,11 +18,11 @@ from .training import Batch, LabelSmoothing, greedy_decode
 from .decoding import beam_search
 from .checkpoint import load_model, resolve_checkpoint, atomic_write
 from .data import (PAD, BOS, EOS, load_multi30k, train_tokenizer, load_tokenizer, encode, encode_batch,
-    decode_batch, encode_pairs, TokenBudgetSampler, pad_sequences, collate)
+    decode_batch, encode_pairs, TokenBudgetSampler, pad_sequences, collate, load_result)
 from .tasks import register_task, task_settings, save_task_settings
 
 # %% auto #0
-__all__ = ['MULTI30K_PRESETS', 'Multi30kSettings', 'Multi30kTask', 'translate', 'bleu', 'load_translator', 'attention_maps']
+__all__ = ['MULTI30K_PRESETS', 'Multi30kSettings', 'Multi30kTask', 'translate', 'bleu', 'load_translator', 'attention_maps', 'multi30k_run_report', 'shipped_translator_report']
 
 # %% ../nbs/09_translation.ipynb #07ea0617
 #: preset name -> the settings it gives a `Multi30kTask` (model = `make_model`'s arguments besides the vocabulary)
@@ -65,10 +65,7 @@ class Multi30kSettings:
         self.tokenizer, self.train_pairs, self.eval_pairs = None, None, None
 
     @classmethod
-    def upgrade(cls, saved: dict) -> dict:
-        "Settings written before the rename of `factor`, `smoothing` and `batch_size` (the token budget)."
-        old = {"factor": "lr_factor", "smoothing": "label_smoothing", "batch_size": "max_tokens"}
-        return {old.get(k, k): v for k, v in saved.items()}
+    def upgrade(cls, saved: dict) -> dict: return saved
 
     def prepare(self, out: str | os.PathLike | None = None, resume: bool = False, save: bool = True) -> Tokenizer:
         """Load the data; learn the tokenizer (or, when `resume`, reload the one of the newest checkpoint in `out`)
@@ -157,7 +154,8 @@ class Multi30kTask(Multi30kSettings):
 def translate(model: EncoderDecoder, tokenizer: Tokenizer, sentences: Sequence[str], beam: int = 1,
               max_len: int | None = None, device=None, batch_size: int = 64, length_penalty: float = 0.6) -> list[str]:
     """Translate `sentences` with greedy decoding (`beam=1`) or beam search (`beam>1`). `max_len`: output tokens
-    at most (default: source tokens + 50). Returns one string per sentence, in order."""
+    at most (default: source tokens + 50), no more than the model's positional table. Returns one string per
+    sentence, in order."""
     if beam < 1: raise ValueError(f"beam must be >= 1 (1 is greedy decoding), got {beam}.")
     if isinstance(sentences, str): sentences = [sentences]
     device = device if device is not None else next(model.parameters()).device
@@ -168,6 +166,8 @@ def translate(model: EncoderDecoder, tokenizer: Tokenizer, sentences: Sequence[s
             src = pad_sequences(encode_batch(tokenizer, sentences[i:i + batch_size])).to(device)   # (b, S)
             src_mask = (src != PAD).unsqueeze(-2)                                                  # (b, 1, S)
             limit = max_len if max_len is not None else src.size(1) + 50
+            if limit > (table := model.config.get("max_len", limit)):                            # positions it knows
+                raise ValueError(f"max_len={limit} is beyond the model's positional table of {table}; ask for at most {table}.")
             if beam == 1: ys = greedy_decode(model, src, src_mask, limit, BOS, EOS, pad_symbol=PAD)
             else: ys, _ = beam_search(model, src, src_mask, limit, BOS, EOS, beam, length_penalty, pad_symbol=PAD)
             out += decode_batch(tokenizer, ys.cpu())                                               # ys: (b, <= limit)
@@ -218,3 +218,13 @@ def attention_maps(model: EncoderDecoder, tokenizer: Tokenizer, src_sentence: st
         model.train(was_training)
     token = tokenizer.id_to_token
     return {**maps, "src_tokens": [token(i) for i in src[0].tolist()], "tgt_tokens": [token(i) for i in tgt[0].tolist()]}
+
+# %% ../nbs/9f_translation_runs.ipynb #eeb53b85
+def multi30k_run_report() -> dict | None:
+    """The stored report of a CPU run of the `small` preset (`bench/multi30k_report.py`): its learning curve, BLEU of
+    the final and the averaged model, and examples; None where it cannot be had (offline, outside the repository)."""
+    return load_result("multi30k-small-intel-r-xeon-r-processor-2-50ghz-2cores.json")
+
+def shipped_translator_report() -> dict | None:
+    "The stored measurements of the shipped `multi30k-small` model (`bench/ship_pretrained.py`), or None."
+    return load_result("pretrained-multi30k-small-amd-epyc-2cores.json")
