@@ -152,7 +152,7 @@ def count_parameters(model: nn.Module) -> int:
 # %% ../nbs/05_model.ipynb #fa6d01e4
 def model_from_config(config: dict) -> nn.Module:
     """A new model from a `model.config` (what `load_model` rebuilds from `config.json`): an encoder-decoder
-    (`make_model`; configs without `kind` are from before Part III), a `Classifier` or a `LanguageModel`."""
+    (`make_model`), a `Classifier` or a `LanguageModel`."""
     cfg = dict(config)
     kind = cfg.pop("kind", "encoder_decoder")
     if kind == "encoder_decoder": return make_model(**cfg)
