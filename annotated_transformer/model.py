@@ -38,10 +38,7 @@ class Generator(nn.Module):
         self.proj = nn.Linear(d_model, vocab)  # weight (vocab, d_model): the same shape as an embedding table
 
     def forward(self, x: Tensor) -> Tensor:
-        logits = self.proj(x)                                 # (batch, seq, vocab)
-        # normalise in at least float32, also under bf16/fp16 autocast (CPU autocast would stay in bf16):
-        # a sum over tens of thousands of exponentials needs the precision; float64 stays float64
-        return logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(dim=-1)
+        return self.proj(x).log_softmax(dim=-1)               # (batch, seq, vocab)
 
 # %% ../nbs/05_model.ipynb #409cb0c9
 class EncoderDecoder(nn.Module):
@@ -138,8 +135,14 @@ def model_from_config(config: dict) -> nn.Module:
 from .kvcache import KVCache, MemoryCache
 
 # %% ../nbs/05_model.ipynb #0e25602a
-# The library's versions of the methods above (chapter 7's cache, the training step's `is_causal`): the same
-# computation when called as the chapter calls them (tested in the notebook).
+# The library's versions of the methods above (chapter 7's cache, the training step's `is_causal`, chapter 8's
+# half precision): the same computation when called as the chapter calls them (tested in the notebook).
+def _generator_forward(self, x: Tensor) -> Tensor:
+    "`Generator.forward`, normalising in at least float32 also under bf16/fp16 autocast (chapter 8)."
+    logits = self.proj(x)                                 # (batch, seq, vocab)
+    # CPU autocast would keep bf16: a sum over tens of thousands of exponentials needs the precision; float64 stays
+    return logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(dim=-1)
+
 def _input_embedding_forward(self, x: Tensor, start: int = 0) -> Tensor:
     "`InputEmbedding.forward`; `start`: position of `x[:, 0]` (non-zero only when decoding with a cache)."
     return self.position(self.embed(x), start)  # (batch, seq, d_model)
@@ -163,7 +166,7 @@ def _new_cache(self, capacity: int = 0, static: bool = True) -> list[dict]:
     `capacity` positions (it doubles when full), instead of being concatenated at every step."""
     return empty_cache(len(self.decoder.layers), capacity, static)
 
-InputEmbedding.forward = _input_embedding_forward
+InputEmbedding.forward, Generator.forward = _input_embedding_forward, _generator_forward
 EncoderDecoder.forward, EncoderDecoder.decode, EncoderDecoder.new_cache = _encoder_decoder_forward, _decode, _new_cache
 
 def empty_cache(n_layers: int, capacity: int = 0, static: bool = True) -> list[dict]:
