@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn, Tensor
 
 # %% auto #0
-__all__ = ['FEW_QUERIES', 'subsequent_mask', 'check_mask', 'attention', 'attend', 'MultiHeadedAttention']
+__all__ = ['subsequent_mask', 'check_mask', 'attention', 'attend', 'MultiHeadedAttention', 'FEW_QUERIES', 'attend']
 
 # %% ../nbs/03_attention.ipynb #cd75249b
 def subsequent_mask(size: int, device=None) -> Tensor:
@@ -61,6 +61,68 @@ def attention(query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = N
     return weights @ value, weights                                   # (..., t_q, d_v), (..., t_q, t_k)
 
 # %% ../nbs/03_attention.ipynb #3c05f4d7
+def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout: nn.Dropout | None = None,
+           is_causal: bool = False, keep_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+    """`MultiHeadedAttention`'s attention over its heads: `q`, `k`, `v` `(b, h, t, d_k)` -> `(output (b, h, t_q, d_k),
+    weights (b, h, t_q, t_k) or None)`. The fused kernel, or the explicit `attention` when `keep_weights`. `mask`:
+    bool `(b, 1 or t_q, t_k)`, the same for every head; or `is_causal=True` in its place."""
+    if is_causal and mask is not None: raise ValueError("pass a mask or is_causal=True, not both.")
+    check_mask(mask, q.size(0), q.size(2), k.size(2), q.device)
+    m = None if mask is None else mask.unsqueeze(1)                  # (b, 1, t_q|1, t_k): broadcast over the heads
+    p = dropout.p if dropout is not None and dropout.training else 0.0
+    if keep_weights:
+        if is_causal: m = subsequent_mask(q.size(2), q.device)      # the explicit formula needs the mask as a tensor
+        return attention(q, k, v, m, dropout if p > 0 else None)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=m, dropout_p=p, is_causal=is_causal), None
+
+# %% ../nbs/03_attention.ipynb #3006985d
+class MultiHeadedAttention(nn.Module):
+    """`h` heads of scaled dot-product attention on batch-first `(batch, seq, d_model)` tensors. Set
+    `.keep_weights = True` to run the explicit formula and keep the weights `(batch, h, t_q, t_k)`, detached, in
+    `.attn`."""
+    def __init__(self, h: int, d_model: int, dropout: float = 0.1):
+        super().__init__()
+        if d_model % h:
+            raise ValueError(f"d_model={d_model} is not divisible by h={h}; choose h that divides d_model "
+                             f"(e.g. h=8 with d_model=512) so each head gets d_model // h dimensions.")
+        self.h, self.d_k, self.d_model = h, d_model // h, d_model
+        # all heads' projections side by side: one d_model x (h * d_k) matrix each
+        self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(d_model, d_model) for _ in range(4))
+        self.dropout = nn.Dropout(dropout)
+        self.keep_weights, self.attn = False, None
+
+    def heads(self, x: Tensor) -> Tensor:
+        "Split the last dimension into heads: `(b, t, h*d_k)` -> `(b, h, t, d_k)`."
+        b, t, _ = x.shape
+        return x.view(b, t, self.h, self.d_k).transpose(1, 2)
+
+    def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
+                is_causal: bool = False) -> Tensor:
+        """`query` `(b, t_q, d_model)`, `key`/`value` `(b, t_k, d_model)` -> `(b, t_q, d_model)`. `mask`: bool, True =
+        attend, `(b, 1 or t_q, t_k)`; or `is_causal=True` instead of a causal mask."""
+        b, t_q, _ = query.shape
+        q = self.heads(self.w_q(query))                                            # (b, h, t_q, d_k)
+        k, v = self.heads(self.w_k(key)), self.heads(self.w_v(value))              # (b, h, t_k, d_k) each
+        x, weights = attend(q, k, v, mask, self.dropout, is_causal, self.keep_weights)
+        if self.keep_weights: self.attn = weights.detach()        # for looking at: no graph kept alive
+        return self.w_o(x.transpose(1, 2).reshape(b, t_q, self.d_model))   # concatenate the heads, then W^O
+
+# %% ../nbs/03_attention.ipynb #6521cb42
+def _mha_forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
+                 cache=None, is_causal: bool = False) -> Tensor:
+    """`MultiHeadedAttention.forward`, with chapter 7's `cache`: the keys and values of earlier decoding steps, which
+    `cache.update` extends or reuses. Without a cache it computes what the chapter's version computes."""
+    b, t_q, _ = query.shape
+    q = self.heads(self.w_q(query))                                            # (b, h, t_q, d_k)
+    project = lambda: (self.heads(self.w_k(key)), self.heads(self.w_v(value)))   # (b, h, t_k, d_k) each
+    k, v = project() if cache is None else cache.update(project)
+    x, weights = attend(q, k, v, mask, self.dropout, is_causal, self.keep_weights)
+    if self.keep_weights: self.attn = weights.detach()        # for looking at: no graph kept alive
+    return self.w_o(x.transpose(1, 2).reshape(b, t_q, self.d_model))   # concatenate the heads, then W^O
+
+MultiHeadedAttention.forward = _mha_forward
+
+# %% ../nbs/9a_attention_kernels.ipynb #76515b8d
 #: at most this many queries per row (a decoding step), on the CPU and outside training, `attend` computes the
 #: explicit formula instead of calling the fused kernel, which is slower there for so few queries
 FEW_QUERIES = 8
@@ -96,37 +158,3 @@ def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout:
                                             is_causal=is_causal)
     if g > 1: x = x.transpose(1, 2).reshape(b, t_q, h, d_k).transpose(1, 2)           # back to (b, h, t_q, d_k)
     return x, weights
-
-# %% ../nbs/03_attention.ipynb #3006985d
-class MultiHeadedAttention(nn.Module):
-    """`h` heads of scaled dot-product attention on batch-first `(batch, seq, d_model)` tensors. Set
-    `.keep_weights = True` to run the explicit formula and keep the weights `(batch, h, t_q, t_k)`, detached, in
-    `.attn`."""
-    def __init__(self, h: int, d_model: int, dropout: float = 0.1):
-        super().__init__()
-        if d_model % h:
-            raise ValueError(f"d_model={d_model} is not divisible by h={h}; choose h that divides d_model "
-                             f"(e.g. h=8 with d_model=512) so each head gets d_model // h dimensions.")
-        self.h, self.d_k, self.d_model = h, d_model // h, d_model
-        # all heads' projections side by side: one d_model x (h * d_k) matrix each
-        self.w_q, self.w_k, self.w_v, self.w_o = (nn.Linear(d_model, d_model) for _ in range(4))
-        self.dropout = nn.Dropout(dropout)
-        self.keep_weights, self.attn = False, None
-
-    def heads(self, x: Tensor) -> Tensor:
-        "Split the last dimension into heads: `(b, t, h*d_k)` -> `(b, h, t, d_k)`."
-        b, t, _ = x.shape
-        return x.view(b, t, self.h, self.d_k).transpose(1, 2)
-
-    def forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
-                cache=None, is_causal: bool = False) -> Tensor:
-        """`query` `(b, t_q, d_model)`, `key`/`value` `(b, t_k, d_model)` -> `(b, t_q, d_model)`. `mask`: bool, True =
-        attend, `(b, 1 or t_q, t_k)`; or `is_causal=True` instead of a causal mask. `cache`: the keys and values of
-        earlier decoding steps (chapter 7), which `cache.update` extends or reuses."""
-        b, t_q, _ = query.shape
-        q = self.heads(self.w_q(query))                                            # (b, h, t_q, d_k)
-        project = lambda: (self.heads(self.w_k(key)), self.heads(self.w_v(value)))   # (b, h, t_k, d_k) each
-        k, v = project() if cache is None else cache.update(project)
-        x, weights = attend(q, k, v, mask, self.dropout, is_causal, self.keep_weights)
-        if self.keep_weights: self.attn = weights.detach()        # for looking at: no graph kept alive
-        return self.w_o(x.transpose(1, 2).reshape(b, t_q, self.d_model))   # concatenate the heads, then W^O

@@ -83,12 +83,9 @@ class EncoderLayer(nn.Module):
         self.sublayer = clones(SublayerConnection(size, dropout, norm_first), 2)
         self.size, self.norm_first = size, norm_first
 
-    def forward(self, x: Tensor, mask: Tensor | None, cache: dict | None = None, is_causal: bool = False) -> Tensor:
-        """`mask`: bool `(batch, 1, seq)`, True = a real token that may be attended to. `is_causal=True` (with
-        `mask=None`) and `cache` make the layer a decoder-only model's layer (chapter 11): each position attends to
-        itself and the positions before it, and `cache` keeps their keys and values for incremental decoding."""
-        c_self = None if cache is None else cache.setdefault("self", {})    # the same layout as `DecoderLayer`'s
-        x = self.sublayer[0](x, lambda y: self.self_attn(y, y, y, mask, cache=c_self, is_causal=is_causal))
+    def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        "`mask`: bool `(batch, 1, seq)`, True = a real token that may be attended to."
+        x = self.sublayer[0](x, lambda y: self.self_attn(y, y, y, mask))
         return self.sublayer[1](x, self.feed_forward)
 
 # %% ../nbs/04_blocks.ipynb #ea5e4b70
@@ -98,18 +95,10 @@ class Encoder(nn.Module):
         super().__init__()
         self.layers = clones(layer, n)
         self.norm = LayerNorm(layer.size) if layer.norm_first else nn.Identity()
-        self.checkpoint_activations = False  # recompute each layer in the backward pass (saves memory; chapter 8)
 
-    def forward(self, x: Tensor, mask: Tensor | None, cache: list[dict] | None = None,
-                is_causal: bool = False) -> Tensor:
-        "`cache`: one dict per layer, or None; `is_causal`: see `EncoderLayer` (both for decoder-only models)."
-        for i, layer in enumerate(self.layers):
-            if cache is not None:
-                x = layer(x, mask, cache[i], is_causal)
-            elif self.checkpoint_activations and self.training and torch.is_grad_enabled():
-                x = checkpoint(layer, x, mask, None, is_causal, use_reentrant=False)
-            else:
-                x = layer(x, mask, is_causal=is_causal)
+    def forward(self, x: Tensor, mask: Tensor | None) -> Tensor:
+        for layer in self.layers:
+            x = layer(x, mask)
         return self.norm(x)
 
 # %% ../nbs/04_blocks.ipynb #e7bd9bc6
@@ -122,17 +111,11 @@ class DecoderLayer(nn.Module):
         self.sublayer = clones(SublayerConnection(size, dropout, norm_first), 3)
         self.size, self.norm_first = size, norm_first
 
-    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
-                cache: dict | None = None, is_causal: bool = False) -> Tensor:
+    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None) -> Tensor:
         """`x`: `(batch, tgt_len, size)`, `memory`: `(batch, src_len, size)`, `src_mask`: `(batch, 1, src_len)`,
-        `tgt_mask`: `(batch, tgt_len, tgt_len)` -> `(batch, tgt_len, size)`. `cache`, for incremental decoding
-        (chapter 7): `{'self': KVCache, 'src': MemoryCache}` holding this layer's keys and values. `is_causal=True` with
-        `tgt_mask=None`: the causal mask without building it (see `MultiHeadedAttention`)."""
-        c_self = c_src = None
-        if cache is not None:
-            c_self, c_src = cache.setdefault("self", {}), cache.setdefault("src", {})
-        x = self.sublayer[0](x, lambda y: self.self_attn(y, y, y, tgt_mask, cache=c_self, is_causal=is_causal))
-        x = self.sublayer[1](x, lambda y: self.src_attn(y, memory, memory, src_mask, cache=c_src))
+        `tgt_mask`: `(batch, tgt_len, tgt_len)` -> `(batch, tgt_len, size)`."""
+        x = self.sublayer[0](x, lambda y: self.self_attn(y, y, y, tgt_mask))
+        x = self.sublayer[1](x, lambda y: self.src_attn(y, memory, memory, src_mask))
         return self.sublayer[2](x, self.feed_forward)
 
 # %% ../nbs/04_blocks.ipynb #462fe791
@@ -142,16 +125,59 @@ class Decoder(nn.Module):
         super().__init__()
         self.layers = clones(layer, n)
         self.norm = LayerNorm(layer.size) if layer.norm_first else nn.Identity()
-        self.checkpoint_activations = False  # recompute each layer in the backward pass (saves memory; chapter 8)
 
-    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
-                cache: list[dict] | None = None, is_causal: bool = False) -> Tensor:
-        "`cache`: one dict per layer (see `DecoderLayer`), or None; `is_causal`: see `DecoderLayer`."
-        for i, layer in enumerate(self.layers):
-            if cache is not None:
-                x = layer(x, memory, src_mask, tgt_mask, cache=cache[i], is_causal=is_causal)
-            elif self.checkpoint_activations and self.training and torch.is_grad_enabled():
-                x = checkpoint(layer, x, memory, src_mask, tgt_mask, None, is_causal, use_reentrant=False)
-            else:
-                x = layer(x, memory, src_mask, tgt_mask, is_causal=is_causal)
+    def forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None) -> Tensor:
+        for layer in self.layers:
+            x = layer(x, memory, src_mask, tgt_mask)
         return self.norm(x)
+
+# %% ../nbs/04_blocks.ipynb #2f4a0185
+# The library's `forward` of the four classes above: the same computation, plus what later chapters need. `cache`
+# (chapter 7): one dict per layer, `{"self": KVCache, "src": MemoryCache}`, holding the keys and values of earlier
+# decoding steps; `is_causal=True` with no mask (chapters 6 and 11): the causal mask without building it (see
+# `MultiHeadedAttention`); `checkpoint_activations` (chapter 8; `make_model` sets it): recompute each layer in the
+# backward pass. With the defaults each computes what the chapter's version computes (tested in the notebook).
+def _encoder_layer_forward(self, x: Tensor, mask: Tensor | None, cache: dict | None = None,
+                           is_causal: bool = False) -> Tensor:
+    "`EncoderLayer.forward`; with `is_causal=True` and `cache` it is a decoder-only model's layer (chapter 11)."
+    c_self = None if cache is None else cache.setdefault("self", {})    # the same layout as `DecoderLayer`'s
+    x = self.sublayer[0](x, lambda y: self.self_attn(y, y, y, mask, cache=c_self, is_causal=is_causal))
+    return self.sublayer[1](x, self.feed_forward)
+
+def _encoder_forward(self, x: Tensor, mask: Tensor | None, cache: list[dict] | None = None,
+                     is_causal: bool = False) -> Tensor:
+    "`Encoder.forward`; `cache`: one dict per layer, or None."
+    for i, layer in enumerate(self.layers):
+        if cache is not None:
+            x = layer(x, mask, cache[i], is_causal)
+        elif self.checkpoint_activations and self.training and torch.is_grad_enabled():
+            x = checkpoint(layer, x, mask, None, is_causal, use_reentrant=False)
+        else:
+            x = layer(x, mask, is_causal=is_causal)
+    return self.norm(x)
+
+def _decoder_layer_forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
+                           cache: dict | None = None, is_causal: bool = False) -> Tensor:
+    "`DecoderLayer.forward`; `cache`: this layer's `{'self': KVCache, 'src': MemoryCache}`, or None."
+    c_self = c_src = None
+    if cache is not None:
+        c_self, c_src = cache.setdefault("self", {}), cache.setdefault("src", {})
+    x = self.sublayer[0](x, lambda y: self.self_attn(y, y, y, tgt_mask, cache=c_self, is_causal=is_causal))
+    x = self.sublayer[1](x, lambda y: self.src_attn(y, memory, memory, src_mask, cache=c_src))
+    return self.sublayer[2](x, self.feed_forward)
+
+def _decoder_forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
+                     cache: list[dict] | None = None, is_causal: bool = False) -> Tensor:
+    "`Decoder.forward`; `cache`: one dict per layer (see `DecoderLayer`), or None."
+    for i, layer in enumerate(self.layers):
+        if cache is not None:
+            x = layer(x, memory, src_mask, tgt_mask, cache=cache[i], is_causal=is_causal)
+        elif self.checkpoint_activations and self.training and torch.is_grad_enabled():
+            x = checkpoint(layer, x, memory, src_mask, tgt_mask, None, is_causal, use_reentrant=False)
+        else:
+            x = layer(x, memory, src_mask, tgt_mask, is_causal=is_causal)
+    return self.norm(x)
+
+EncoderLayer.forward, Encoder.forward = _encoder_layer_forward, _encoder_forward
+DecoderLayer.forward, Decoder.forward = _decoder_layer_forward, _decoder_forward
+Encoder.checkpoint_activations = Decoder.checkpoint_activations = False   # a model's stacks may switch it on

@@ -22,7 +22,7 @@ def check_token_ids(x: Tensor, vocab: int, name: str = "tokens") -> None:
     `ValueError` naming the offending id otherwise."""
     if x.dtype.is_floating_point or x.dtype == torch.bool:
         raise TypeError(f"{name} must be integer token ids, got dtype {x.dtype}; convert with `.long()`.")
-    if x.numel() == 0 or torch.compiler.is_compiling(): return  # no data-dependent checks inside a compiled graph
+    if x.numel() == 0: return
     lo, hi = torch.aminmax(x)
     lo, hi = int(lo), int(hi)
     if lo < 0:
@@ -39,14 +39,13 @@ class Embeddings(nn.Module):
         super().__init__()
         self.lut = nn.Embedding(vocab, d_model)  # the lookup table W: (vocab, d_model)
         self.d_model, self.vocab = d_model, vocab
-        # a clear error for a bad id instead of an index error (CPU) or a device-side assert (GPU). The check reads
-        # two numbers back from the device; a training loop that checks each batch on the CPU first switches it off.
-        self.check_ids = True
+        self.check_ids = True                    # check the ids first (a loop that checked them already turns it off)
 
     def forward(self, x: Tensor) -> Tensor:
         if self.check_ids: check_token_ids(x, self.vocab)
         return self.lut(x) * math.sqrt(self.d_model)  # (batch, seq, d_model)
 
+# %% ../nbs/01_embeddings.ipynb #d463e261
 @contextmanager
 def id_checks_off(model: nn.Module):
     """Within the block, every `Embeddings` of `model` skips `check_token_ids`: for ids that the code itself made

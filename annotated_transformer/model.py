@@ -15,11 +15,10 @@ from torch import nn, Tensor
 from .embeddings import Embeddings
 from .positional import PositionalEncoding, LearnedPositionalEmbedding
 from .attention import MultiHeadedAttention
-from .kvcache import KVCache, MemoryCache
 from .blocks import (PositionwiseFeedForward, EncoderLayer, Encoder, DecoderLayer, Decoder)
 
 # %% auto #0
-__all__ = ['InputEmbedding', 'Generator', 'EncoderDecoder', 'empty_cache', 'select_cache_rows', 'cached_length', 'init_weights', 'make_model', 'count_parameters', 'model_from_config', 'Classifier', 'make_classifier', 'LanguageModel', 'make_language_model']
+__all__ = ['InputEmbedding', 'Generator', 'EncoderDecoder', 'init_weights', 'make_model', 'count_parameters', 'model_from_config', 'empty_cache', 'select_cache_rows', 'cached_length', 'Classifier', 'make_classifier', 'LanguageModel', 'make_language_model']
 
 # %% ../nbs/05_model.ipynb #9abd3a06
 class InputEmbedding(nn.Module):
@@ -28,9 +27,8 @@ class InputEmbedding(nn.Module):
         super().__init__()
         self.embed, self.position = embed, position
 
-    def forward(self, x: Tensor, start: int = 0) -> Tensor:
-        "`start`: position of `x[:, 0]` (non-zero only when decoding with a cache)."
-        return self.position(self.embed(x), start)  # (batch, seq, d_model)
+    def forward(self, x: Tensor) -> Tensor:
+        return self.position(self.embed(x))  # (batch, seq, d_model)
 
 # %% ../nbs/05_model.ipynb #3d403dcf
 class Generator(nn.Module):
@@ -40,10 +38,7 @@ class Generator(nn.Module):
         self.proj = nn.Linear(d_model, vocab)  # weight (vocab, d_model): the same shape as an embedding table
 
     def forward(self, x: Tensor) -> Tensor:
-        logits = self.proj(x)                                 # (batch, seq, vocab)
-        # normalise in at least float32, also under bf16/fp16 autocast (CPU autocast would stay in bf16):
-        # a sum over tens of thousands of exponentials needs the precision; float64 stays float64
-        return logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(dim=-1)
+        return self.proj(x).log_softmax(dim=-1)               # (batch, seq, vocab)
 
 # %% ../nbs/05_model.ipynb #409cb0c9
 class EncoderDecoder(nn.Module):
@@ -57,43 +52,17 @@ class EncoderDecoder(nn.Module):
         self.generator = generator
         self.config: dict = {}  # make_model's arguments, so that a checkpoint can rebuild the model
 
-    def forward(self, src: Tensor, tgt: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
-                is_causal: bool = False) -> Tensor:
-        """Decoder output `(batch, tgt_len, d_model)`; apply `self.generator` for log-probabilities. `is_causal=True`
-        with `tgt_mask=None` applies the causal mask without building it (the fast path for right-padded targets)."""
-        return self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask, is_causal=is_causal)
+    def forward(self, src: Tensor, tgt: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None) -> Tensor:
+        "Decoder output `(batch, tgt_len, d_model)`; apply `self.generator` for log-probabilities."
+        return self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask)
 
     def encode(self, src: Tensor, src_mask: Tensor | None) -> Tensor:
         "`(batch, src_len)` ids, `(batch, 1, src_len)` mask -> memory `(batch, src_len, d_model)`."
         return self.encoder(self.src_embed(src), src_mask)
 
-    def decode(self, memory: Tensor, src_mask: Tensor | None, tgt: Tensor, tgt_mask: Tensor | None,
-               cache: list[dict] | None = None, is_causal: bool = False) -> Tensor:
-        """`(batch, tgt_len)` ids -> `(batch, tgt_len, d_model)`. With a `cache` (from `new_cache`), `tgt` holds only
-        the new tokens: positions continue after the cached ones and earlier keys/values are reused (chapter 7)."""
-        start = cached_length(cache)
-        return self.decoder(self.tgt_embed(tgt, start), memory, src_mask, tgt_mask, cache, is_causal)
-
-    def new_cache(self, capacity: int = 0, static: bool = True) -> list[dict]:
-        """An empty key/value cache for `decode`, one dict per decoder layer: `{"self": KVCache, "src": MemoryCache}`
-        (chapter 7). `static`: self-attention keys and values are written in place into a buffer preallocated for
-        `capacity` positions (it doubles when full), instead of being concatenated at every step."""
-        return empty_cache(len(self.decoder.layers), capacity, static)
-
-# %% ../nbs/05_model.ipynb #3f378436
-def empty_cache(n_layers: int, capacity: int = 0, static: bool = True) -> list[dict]:
-    "An empty key/value cache for `n_layers` layers (see `EncoderDecoder.new_cache`)."
-    return [{"self": KVCache(capacity, static), "src": MemoryCache()} for _ in range(n_layers)]
-
-def select_cache_rows(cache: list[dict], rows: Tensor) -> None:
-    """Keep only the batch rows `rows` (1-d indices, in their order) of every key/value tensor of a cache, in place:
-    how a decoding loop drops the sequences that have finished."""
-    for layer in cache:
-        for part in layer.values(): part.select_rows(rows)
-
-def cached_length(cache: list[dict] | None) -> int:
-    "How many target positions a decoder cache already holds (0 for None or an empty cache)."
-    return len(cache[0]["self"]) if cache else 0
+    def decode(self, memory: Tensor, src_mask: Tensor | None, tgt: Tensor, tgt_mask: Tensor | None) -> Tensor:
+        "`(batch, tgt_len)` ids -> `(batch, tgt_len, d_model)`."
+        return self.decoder(self.tgt_embed(tgt), memory, src_mask, tgt_mask)
 
 # %% ../nbs/05_model.ipynb #83a21efb
 def init_weights(model: nn.Module, tables: list[nn.Embedding], d_model: int, embed_init: str = "normal") -> None:
@@ -152,7 +121,7 @@ def count_parameters(model: nn.Module) -> int:
 # %% ../nbs/05_model.ipynb #fa6d01e4
 def model_from_config(config: dict) -> nn.Module:
     """A new model from a `model.config` (what `load_model` rebuilds from `config.json`): an encoder-decoder
-    (`make_model`; configs without `kind` are from before Part III), a `Classifier` or a `LanguageModel`."""
+    (`make_model`), a `Classifier` or a `LanguageModel`."""
     cfg = dict(config)
     kind = cfg.pop("kind", "encoder_decoder")
     if kind == "encoder_decoder": return make_model(**cfg)
@@ -161,6 +130,58 @@ def model_from_config(config: dict) -> nn.Module:
         cfg.pop("tgt_vocab", None)
         return make_language_model(cfg.pop("src_vocab"), **cfg)
     raise ValueError(f"unknown model kind {kind!r}; this version builds encoder_decoder, classifier and language_model.")
+
+# %% ../nbs/05_model.ipynb #cd9403e3
+from .kvcache import KVCache, MemoryCache
+
+# %% ../nbs/05_model.ipynb #0e25602a
+# The library's versions of the methods above (chapter 7's cache, the training step's `is_causal`, chapter 8's
+# half precision): the same computation when called as the chapter calls them (tested in the notebook).
+def _generator_forward(self, x: Tensor) -> Tensor:
+    "`Generator.forward`, normalising in at least float32 also under bf16/fp16 autocast (chapter 8)."
+    logits = self.proj(x)                                 # (batch, seq, vocab)
+    # CPU autocast would keep bf16: a sum over tens of thousands of exponentials needs the precision; float64 stays
+    return logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(dim=-1)
+
+def _input_embedding_forward(self, x: Tensor, start: int = 0) -> Tensor:
+    "`InputEmbedding.forward`; `start`: position of `x[:, 0]` (non-zero only when decoding with a cache)."
+    return self.position(self.embed(x), start)  # (batch, seq, d_model)
+
+def _encoder_decoder_forward(self, src: Tensor, tgt: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
+                             is_causal: bool = False) -> Tensor:
+    """`EncoderDecoder.forward`; `is_causal=True` with `tgt_mask=None` applies the causal mask without building it
+    (the fast path for right-padded targets)."""
+    return self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask, is_causal=is_causal)
+
+def _decode(self, memory: Tensor, src_mask: Tensor | None, tgt: Tensor, tgt_mask: Tensor | None,
+            cache: list[dict] | None = None, is_causal: bool = False) -> Tensor:
+    """`EncoderDecoder.decode`. With a `cache` (from `new_cache`), `tgt` holds only the new tokens: positions continue
+    after the cached ones and earlier keys/values are reused (chapter 7)."""
+    start = cached_length(cache)
+    return self.decoder(self.tgt_embed(tgt, start), memory, src_mask, tgt_mask, cache, is_causal)
+
+def _new_cache(self, capacity: int = 0, static: bool = True) -> list[dict]:
+    """An empty key/value cache for `decode`, one dict per decoder layer: `{"self": KVCache, "src": MemoryCache}`
+    (chapter 7). `static`: self-attention keys and values are written in place into a buffer preallocated for
+    `capacity` positions (it doubles when full), instead of being concatenated at every step."""
+    return empty_cache(len(self.decoder.layers), capacity, static)
+
+InputEmbedding.forward, Generator.forward = _input_embedding_forward, _generator_forward
+EncoderDecoder.forward, EncoderDecoder.decode, EncoderDecoder.new_cache = _encoder_decoder_forward, _decode, _new_cache
+
+def empty_cache(n_layers: int, capacity: int = 0, static: bool = True) -> list[dict]:
+    "An empty key/value cache for `n_layers` layers (see `EncoderDecoder.new_cache`)."
+    return [{"self": KVCache(capacity, static), "src": MemoryCache()} for _ in range(n_layers)]
+
+def select_cache_rows(cache: list[dict], rows: Tensor) -> None:
+    """Keep only the batch rows `rows` (1-d indices, in their order) of every key/value tensor of a cache, in place:
+    how a decoding loop drops the sequences that have finished."""
+    for layer in cache:
+        for part in layer.values(): part.select_rows(rows)
+
+def cached_length(cache: list[dict] | None) -> int:
+    "How many target positions a decoder cache already holds (0 for None or an empty cache)."
+    return len(cache[0]["self"]) if cache else 0
 
 # %% ../nbs/10_classification.ipynb #eb45c499
 class Classifier(nn.Module):

@@ -47,10 +47,10 @@ class PositionalEncoding(nn.Module):
         # a buffer, not a parameter: moved with .to(device), never trained, not saved in checkpoints
         self.register_buffer("pe", sinusoid_table(max_len, d_model)[None], persistent=False)  # (1, max_len, d_model)
 
-    def forward(self, x: Tensor, start: int = 0) -> Tensor:
-        "`x` `(batch, seq, d_model)` -> same shape; `x[:, j]` gets position `start + j` (offset used by incremental decoding)."
-        _check_length(x.size(1), start, self.max_len)
-        return self.dropout(x + self.pe[:, start:start + x.size(1)].to(x.dtype))   # (1, seq, d_model) broadcasts over batch
+    def forward(self, x: Tensor) -> Tensor:
+        "`x` `(batch, seq, d_model)` -> same shape; `x[:, j]` gets position `j`."
+        _check_length(x.size(1), 0, self.max_len)
+        return self.dropout(x + self.pe[:, :x.size(1)].to(x.dtype))   # (1, seq, d_model) broadcasts over batch
 
 # %% ../nbs/02_positional_encoding.ipynb #8897b3ba
 class LearnedPositionalEmbedding(nn.Module):
@@ -61,10 +61,10 @@ class LearnedPositionalEmbedding(nn.Module):
         self.max_len = max_len
         self.pos = nn.Embedding(max_len, d_model)                    # row t = the vector of position t
 
-    def forward(self, x: Tensor, start: int = 0) -> Tensor:
-        "`x` `(batch, seq, d_model)` -> same shape; `x[:, j]` gets the learned vector of position `start + j`."
-        _check_length(x.size(1), start, self.max_len)
-        idx = torch.arange(start, start + x.size(1), device=x.device)  # (seq,)
+    def forward(self, x: Tensor) -> Tensor:
+        "`x` `(batch, seq, d_model)` -> same shape; `x[:, j]` gets the learned vector of position `j`."
+        _check_length(x.size(1), 0, self.max_len)
+        idx = torch.arange(x.size(1), device=x.device)                 # (seq,)
         return self.dropout(x + self.pos(idx)[None])                   # (1, seq, d_model) broadcasts over batch
 
 # %% ../nbs/02_positional_encoding.ipynb #8a689c7d
@@ -106,3 +106,17 @@ class RotaryEmbedding(nn.Module):
         _check_length(x.size(-2), start, self.max_len)
         rows = slice(start, start + x.size(-2))
         return _rotate_pairs(x, self.cos[rows].to(x.dtype), self.sin[rows].to(x.dtype))
+
+# %% ../nbs/02_positional_encoding.ipynb #a1966712
+def _sinusoid_forward(self, x: Tensor, start: int = 0) -> Tensor:
+    "`PositionalEncoding.forward`: `x` `(batch, seq, d_model)` -> same shape; `x[:, j]` gets position `start + j`."
+    _check_length(x.size(1), start, self.max_len)
+    return self.dropout(x + self.pe[:, start:start + x.size(1)].to(x.dtype))   # (1, seq, d_model) broadcasts over batch
+
+def _learned_forward(self, x: Tensor, start: int = 0) -> Tensor:
+    "`LearnedPositionalEmbedding.forward`: `x[:, j]` gets the learned vector of position `start + j`."
+    _check_length(x.size(1), start, self.max_len)
+    idx = torch.arange(start, start + x.size(1), device=x.device)  # (seq,)
+    return self.dropout(x + self.pos(idx)[None])                   # (1, seq, d_model) broadcasts over batch
+
+PositionalEncoding.forward, LearnedPositionalEmbedding.forward = _sinusoid_forward, _learned_forward
