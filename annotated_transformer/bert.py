@@ -20,7 +20,7 @@ from .model import Classifier
 from .training import unwrap_model
 
 # %% auto #0
-__all__ = ['MASK_TOKEN', 'IGNORE', 'add_mask_token', 'mask_tokens', 'MaskedLM', 'MaskedBatch', 'pretraining_batches']
+__all__ = ['MASK_TOKEN', 'IGNORE', 'add_mask_token', 'mask_tokens', 'MaskedLM', 'MaskedBatch', 'pretraining_batches', 'NormedPositions', 'load_hf_bert']
 
 # %% ../nbs/12_bert.ipynb #dfadc0c3
 MASK_TOKEN = "<mask>"
@@ -101,3 +101,71 @@ def pretraining_batches(batches: Callable[..., Iterator], generator: torch.Gener
         if k >= start:
             yield MaskedBatch(*mask_tokens(b.src, mask_id, n_words, rate, torch.Generator().manual_seed(1000 + k)))
     yield from batches(generator, rank, world, max(0, start - steps))
+
+# %% ../nbs/13_gpt2.ipynb #b3c4d5e6
+import os
+
+from .attention import MultiHeadedAttention
+from .blocks import LayerNorm, EncoderLayer, Encoder
+from .positional import LearnedPositionalEmbedding
+from .model import InputEmbedding, Generator
+from .gpt2 import (GELU_VARIANTS, GELUFeedForward, UnscaledEmbeddings, HFCheckpointError, read_hf_folder,
+                                        hf_field, hf_tensor, _linear)
+
+# %% ../nbs/13_gpt2.ipynb #c2d3e4f5
+class NormedPositions(LearnedPositionalEmbedding):
+    "Chapter 2's learned positions, then a layer norm and dropout, as BERT's embedding ends: `(b, t, d_model)` -> same."
+    def __init__(self, d_model: int, dropout: float, max_len: int = 512, eps: float = 1e-12):
+        super().__init__(d_model, dropout, max_len)
+        self.norm = LayerNorm(d_model, eps)
+
+    def forward(self, x: Tensor, start: int = 0) -> Tensor:
+        if start + x.size(1) > self.max_len:
+            raise ValueError(f"the input reaches position {start + x.size(1)}, beyond the {self.max_len} learned positions "
+                             f"(a Hugging Face model's max_position_embeddings): pass at most {self.max_len} tokens.")
+        return self.dropout(self.norm(x + self.pos(torch.arange(start, start + x.size(1), device=x.device))))
+
+def _bert_options(config: dict, file: str) -> dict:
+    "The sizes and choices of a BERT `config.json`; an `HFCheckpointError` naming a field that `load_hf_bert` cannot build."
+    act = config.get("hidden_act", "gelu")
+    if act not in GELU_VARIANTS: raise HFCheckpointError(f"{file}: hidden_act={act!r} is not implemented; load_hf_bert reads the GELUs.")
+    for field, ok in (("position_embedding_type", "absolute"), ("tie_word_embeddings", True), ("is_decoder", False)):
+        if config.get(field, ok) != ok:
+            raise HFCheckpointError(f"{file}: {field}={config[field]!r} is not implemented; load_hf_bert reads {field}={ok!r}.")
+    return dict(d=hf_field(config, "hidden_size", file), N=hf_field(config, "num_hidden_layers", file),
+                V=hf_field(config, "vocab_size", file), T=hf_field(config, "max_position_embeddings", file),
+                h=hf_field(config, "num_attention_heads", file), d_ff=hf_field(config, "intermediate_size", file),
+                types=config.get("type_vocab_size", 2), eps=config.get("layer_norm_eps", 1e-12), gelu=GELU_VARIANTS[act])
+
+# %% ../nbs/13_gpt2.ipynb #d3e4f5a6
+@torch.no_grad()
+def load_hf_bert(path_or_name: str | os.PathLike) -> MaskedLM:
+    """A Hugging Face `BertForMaskedLM` (folder or hub name, e.g. "bert-base-uncased") as chapter 12's `MaskedLM` over
+    a post-norm `Classifier` (first-position pooling, a new two-class head), eval mode, float32: `model(ids, mask)`
+    returns the same logits `(batch, t, vocab)` for inputs of one segment."""
+    config, sd, file = read_hf_folder(path_or_name, "bert")
+    o = _bert_options(config, file)
+    d, N, V, T, d_ff, eps = o["d"], o["N"], o["V"], o["T"], o["d_ff"], o["eps"]
+    layer = EncoderLayer(d, MultiHeadedAttention(o["h"], d, 0.0), GELUFeedForward(d, d_ff, 0.0, o["gelu"]), 0.0)  # post-norm
+    embed = InputEmbedding(UnscaledEmbeddings(d, V), NormedPositions(d, 0.0, T, eps))
+    clf = Classifier(embed, Encoder(layer, N), Generator(d, 2), pool="first")
+    model = MaskedLM(clf, True, nn.Sequential(nn.Linear(d, d), nn.GELU(approximate=o["gelu"]), LayerNorm(d))).eval()
+    for m in model.modules():
+        if isinstance(m, LayerNorm): m.eps = eps
+    sd = {k.removeprefix("bert.").replace("LayerNorm.gamma", "LayerNorm.weight").replace("LayerNorm.beta", "LayerNorm.bias"): v
+          for k, v in sd.items()}                                   # the oldest folders name the norms' gains gamma, beta
+    get = lambda name, *shape: hf_tensor(sd, name, shape, file)
+    embed.embed.lut.weight.copy_(get("embeddings.word_embeddings.weight", V, d))       # also the output layer: tied
+    first_type = get("embeddings.token_type_embeddings.weight", o["types"], d)[0]
+    embed.position.pos.weight.copy_(get("embeddings.position_embeddings.weight", T, d) + first_type)
+    parts = [(embed.position.norm, "embeddings.LayerNorm", (d,)), (model.transform[0], "cls.predictions.transform.dense", (d, d)),
+             (model.transform[2], "cls.predictions.transform.LayerNorm", (d,))]
+    for i, l in enumerate(clf.encoder.layers):
+        p, a = f"encoder.layer.{i}.", l.self_attn
+        parts += [(a.w_q, p + "attention.self.query", (d, d)), (a.w_k, p + "attention.self.key", (d, d)),
+                  (a.w_v, p + "attention.self.value", (d, d)), (a.w_o, p + "attention.output.dense", (d, d)),
+                  (l.sublayer[0].norm, p + "attention.output.LayerNorm", (d,)), (l.feed_forward.w_1, p + "intermediate.dense", (d_ff, d)),
+                  (l.feed_forward.w_2, p + "output.dense", (d, d_ff)), (l.sublayer[1].norm, p + "output.LayerNorm", (d,))]
+    for module, name, shape in parts: _linear(module, get(name + ".weight", *shape), get(name + ".bias", shape[0]))
+    model.bias.copy_(get("cls.predictions.bias", V))
+    return model

@@ -25,7 +25,7 @@ import torch
 import transformers
 from tokenizers import Tokenizer, models, pre_tokenizers
 
-from annotated_transformer.gpt2 import load_hf_bert
+from annotated_transformer.bert import load_hf_bert
 from annotated_transformer.modern import load_hf
 
 transformers.utils.logging.set_verbosity_error()
