@@ -280,8 +280,8 @@ class Links(html.parser.HTMLParser):
             if k == "id" and v: self.ids.append(v)
 
 
-def build(proc: Path, site: Path, web: Path | None) -> tuple[dict, list[str]]:
-    "Write the site into `site`; its pages {notebook: output file} and the problems found while writing."
+def build(proc: Path, site: Path, web: Path | None) -> tuple[dict, int, list[str]]:
+    "Write the site into `site`; its pages {notebook: output file}, the sidebar's length and the problems found while writing."
     tree, problems = sidebar_tree(), []
     flat = lambda t: [x for e in t for x in ([e] if isinstance(e, str) else flat(e[1]))]
     in_sidebar = flat(tree)
@@ -318,7 +318,7 @@ def build(proc: Path, site: Path, web: Path | None) -> tuple[dict, list[str]]:
         return [f"{name}: {p}" for p in probs]
     with ThreadPoolExecutor(max(1, min(4, os.cpu_count() or 1))) as ex:
         for probs in ex.map(one, nbs): problems += probs
-    return pages, problems
+    return pages, len(in_sidebar), problems
 
 
 def main() -> int:
@@ -350,7 +350,7 @@ def main() -> int:
             t0 = time.time(); build_site(work / "web"); web = work / "web"
             print(f"pages: built the 'Try it' pages (annotated-transformer web) in {time.time() - t0:.0f} s", flush=True)
         t0 = time.time()
-        pages, problems = build(a.proc, site, web)
+        pages, n_sidebar, problems = build(a.proc, site, web)
     except (FileNotFoundError, ConnectionError) as e:    # npm or the registry missing: the one line that names the fix
         return fail_or_skip(str(e))
     print(f"pages: wrote {len(pages)} pages with pandoc in {time.time() - t0:.0f} s", flush=True)
@@ -395,7 +395,7 @@ def main() -> int:
         count["math"] += f["math"]; count["mermaid"] += f["mermaid"]; count["nodes"] += f["mermaidNodes"]
         problems += [f"{name}: KaTeX: {e}" for e in f["mathErrors"][:3]]
         problems += [f"{name}: mermaid: {e}" for e in f["mermaidErrors"]]
-        if f["sidebar"] != len(pages): problems.append(f"{name}: the sidebar holds {f['sidebar']} pages, not {len(pages)}")
+        if f["sidebar"] != n_sidebar: problems.append(f"{name}: the sidebar holds {f['sidebar']} pages, not {n_sidebar}")
         for img in f["images"]:
             if img.get("remote"): count["remote"] += 1
             elif img["ok"]: count["images"] += 1
@@ -438,13 +438,13 @@ def main() -> int:
             ok = f.exists() and (not frag or (f.parent == ROOT / "nbs" and frag in ids.get(pages.get(f.name, ""), set())))
         if not ok: problems.append(f"README.md: the {'link' if tag == 'a' else tag} {target} does not resolve")
 
-    for line in problems: print("pages: PROBLEM:", line[:400])
-    print(f"pages: {len(found)}/{len(pages)} pages opened in Chromium, each with the sidebar of nbs/_quarto.yml ({len(pages)} entries); "
-          f"{count['links']} internal links ({count['sidebar']} of them in sidebars; {len(distinct)} distinct targets, "
-          f"{count['anchors']} with an anchor) resolve, {count['external']} external links counted, not fetched; "
+    for line in problems: print("pages: PROBLEM:", " ".join(line.split())[:400])
+    print(f"pages: {len(found)}/{len(pages)} pages opened in Chromium, each with the sidebar of nbs/_quarto.yml ({n_sidebar} entries); "
+          f"{count['links']} internal links checked ({count['sidebar']} of them in sidebars; {len(distinct)} distinct targets, "
+          f"{count['anchors']} with an anchor), {count['external']} external links counted, not fetched; "
           f"{count['images']} images loaded ({count['remote']} remote, not fetched); {count['math']} formulas rendered by KaTeX; "
           f"{count['mermaid']} mermaid diagram(s) drawn ({count['nodes']} nodes); {count['iframes']} 'Try it' iframes answered; "
-          f"README.md: {readme_n} links and images resolve")
+          f"README.md: {readme_n} links and images checked")
     print(f"pages: {'ok' if not problems else f'{len(problems)} problems'} in {time.time() - t_start:.0f} s; screenshots in {a.shots}")
     if a.site is None: shutil.rmtree(work, ignore_errors=True)
     return 1 if problems else 0
