@@ -128,7 +128,7 @@ window.checkPage = async function () {
       return false;
     };
     const state = () => f.contentDocument && f.contentDocument.body && f.contentDocument.body.dataset.state;
-    if (!await wait(() => ["ready", "done", "error"].includes(state()), 120000)) r.error = "not ready after 120 s (state " + state() + ")";
+    if (!await wait(() => ["ready", "done", "error"].includes(state()), 60000)) r.error = "not ready after 60 s (state " + state() + ")";
     else if (state() === "error") r.error = "the page says: " + f.contentDocument.getElementById("note").textContent;
     else {
       const doc = f.contentDocument;
@@ -357,18 +357,24 @@ def main() -> int:
     srv, base = serve(site)
     a.shots.mkdir(parents=True, exist_ok=True)
     browser = Chromium(chromium, work / "profile")
+    browser.ws.settimeout(300)                   # a page's check waits for its "Try it" iframe up to 240 s
     found, deadline = {}, time.time() + 420
     try:
         browser.call("Emulation.setDeviceMetricsOverride", width=1280, height=1000, deviceScaleFactor=1, mobile=False)
         for name, page in pages.items():
             if time.time() > deadline: problems.append(f"stopped after 420 s, before {name}: the browser is too slow here"); break
             url = f"{base}/{page}"
-            browser.call("Page.navigate", url=url)
-            t0 = time.time()
-            while browser.eval(f"location.href === {json.dumps(url)} && document.readyState === 'complete' && !!window.checkPage") is not True:
-                if time.time() - t0 > 60: break
-                time.sleep(0.05)
-            r = browser.call("Runtime.evaluate", expression="checkPage()", awaitPromise=True, returnByValue=True)
+            try:
+                browser.call("Page.navigate", url=url)
+                t0 = time.time()
+                while time.time() - t0 < 60:
+                    try: ready = browser.eval(f"location.href === {json.dumps(url)} && document.readyState === 'complete' && !!window.checkPage")
+                    except RuntimeError: ready = False            # between two documents: no context to evaluate in yet
+                    if ready is True: break
+                    time.sleep(0.05)
+                r = browser.call("Runtime.evaluate", expression="checkPage()", awaitPromise=True, returnByValue=True)
+            except Exception as e:                                # a browser that stops answering: this page fails, not the run
+                problems.append(f"{name}: the browser did not answer: {e!r}"[:300]); continue
             if "exceptionDetails" in r:
                 problems.append(f"{name}: the page's check failed: {r['exceptionDetails'].get('exception', {}).get('description', '')[:300]}")
                 continue
