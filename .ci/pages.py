@@ -238,7 +238,7 @@ def mermaid_block(m: re.Match) -> str:
     return f"::: {{.figure}}\n``` {{.mermaid}}\n{m.group(2)}```\n\n{('::: {.figcaption}' + chr(10) + cap + chr(10) + ':::') if cap else ''}\n:::"
 
 
-def sidebar_html(tree: list, titles: dict, pages: dict, current: str) -> str:
+def sidebar_html(tree: list, titles: dict, pages: dict, current: str, site_title: str) -> str:
     "The sidebar of every page: the site's title, then the sections of nbs/_quarto.yml, the current page marked."
     def items(entries):
         out = []
@@ -249,7 +249,7 @@ def sidebar_html(tree: list, titles: dict, pages: dict, current: str) -> str:
             else:
                 out.append(f'<li><div class="section">{html_escape(e[0])}</div><ul>{"".join(items(e[1]))}</ul></li>')
         return out
-    return f'<nav id="sidebar"><a class="site" href="index.html">The Annotated Transformer</a><ul>{"".join(items(tree))}</ul></nav>'
+    return f'<nav id="sidebar"><a class="site" href="index.html">{html_escape(site_title)}</a><ul>{"".join(items(tree))}</ul></nav>'
 
 
 def html_escape(s: str) -> str: return s.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
@@ -282,7 +282,9 @@ class Links(html.parser.HTMLParser):
 
 def build(proc: Path, site: Path, web: Path | None) -> tuple[dict, int, list[str]]:
     "Write the site into `site`; its pages {notebook: output file}, the sidebar's length and the problems found while writing."
+    import yaml
     tree, problems = sidebar_tree(), []
+    site_title = yaml.safe_load((ROOT / "nbs" / "nbdev.yml").read_text(encoding="utf-8"))["website"]["title"]
     flat = lambda t: [x for e in t for x in ([e] if isinstance(e, str) else flat(e[1]))]
     in_sidebar = flat(tree)
     nbs = {p.name: json.loads(p.read_text(encoding="utf-8")) for p in sorted(proc.glob("*.ipynb")) if not p.name.startswith("_")}
@@ -305,7 +307,7 @@ def build(proc: Path, site: Path, web: Path | None) -> tuple[dict, int, list[str
     def one(name: str) -> list[str]:
         md, probs = to_markdown(nbs[name], Path(name).stem, media, pages)
         side = site.parent / f"sidebar-{Path(name).stem}.html"
-        side.write_text(sidebar_html(tree, titles, pages, name), encoding="utf-8")
+        side.write_text(sidebar_html(tree, titles, pages, name, site_title), encoding="utf-8")
         meta = ["-M", f"title={titles[name]}", "-M", f"pagetitle={titles[name]}"]
         if fm[name].get("description"): meta += ["-M", f"subtitle={fm[name]['description']}"]
         r = subprocess.run(["pandoc", "-f", "markdown", "-t", "html5", "--katex", "--standalone", f"--template={template}",
