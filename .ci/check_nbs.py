@@ -3,7 +3,9 @@
 1. no stored output is an error or a traceback, and no stored output links to `#LNone` (a stale `show_doc`);
 2. every notebook is in the sidebar of `nbs/_quarto.yml`, and the sidebar names no missing notebook;
 3. every link to this project's GitHub repository (Colab badges, install cells, the README) uses the
-   repository URL of `pyproject.toml`, the one place where it is set.
+   repository URL of `pyproject.toml`, the one place where it is set;
+4. every file of the package that is not Python (the in-browser pages' `web/*.js`, `web.css`) is package data in
+   `pyproject.toml`, so that the wheel ships it.
 
 Prints one line per problem and exits 1 if there is any."""
 import json
@@ -40,6 +42,14 @@ for f in files:
         found = m.group(1)
         if found.split("/")[1] == project and found != owner_repo:
             problems.append(f"{f.relative_to(root)}: links to github.com/{found}, but pyproject.toml says {repo}")
+
+pyproject = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+patterns = pyproject.get("tool", {}).get("setuptools", {}).get("package-data", {}).get("annotated_transformer", [])
+pkg = root / "annotated_transformer"
+for f in sorted(pkg.rglob("*")):
+    if f.is_file() and f.suffix not in (".py", ".pyc") and "__pycache__" not in f.parts \
+            and not any(f.relative_to(pkg).match(pat) for pat in patterns):
+        problems.append(f"pyproject.toml: {f.relative_to(root)} is not package data (tool.setuptools.package-data): the wheel would lack it")
 
 for line in problems: print(line)
 print(f"check_nbs: {len(nbs)} notebooks, {len(problems)} problems")

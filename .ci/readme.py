@@ -20,7 +20,8 @@ def render() -> str:
         if cell.cell_type == "markdown": parts.append(src)
         elif cell.cell_type == "code" and not src.startswith("#| hide"): parts.append(f"```python\n{src}\n```")
     md = "\n\n".join(parts).replace("```{mermaid}", "```mermaid")
-    md = re.sub(r"\]\((\d[0-9a-z]_[a-z_]+\.ipynb)\)", r"](nbs/\1)", md)    # chapter and appendix links from the repository root
+    # chapter and appendix links (13_gpt2.ipynb, 9w_web.ipynb#anchor) from the repository root
+    md = re.sub(r"\]\((\d[0-9a-z]_[0-9a-z_]+\.ipynb(?:#[^)\s]*)?)\)", r"](nbs/\1)", md)
     return HEADER + md + "\n"
 
 

@@ -960,8 +960,11 @@ d = { 'settings': { 'branch': 'main',
                                                                                                 'annotated_transformer/web.py'),
                                            'annotated_transformer.web.export_translation': ( 'web.html#export_translation',
                                                                                              'annotated_transformer/web.py'),
+                                           'annotated_transformer.web.npm_package': ( 'web.html#npm_package',
+                                                                                      'annotated_transformer/web.py'),
                                            'annotated_transformer.web.ort_web_package': ( 'web.html#ort_web_package',
                                                                                           'annotated_transformer/web.py'),
                                            'annotated_transformer.web.page_html': ('web.html#page_html', 'annotated_transformer/web.py'),
                                            'annotated_transformer.web.vendor_ort_web': ( 'web.html#vendor_ort_web',
-                                                                                         'annotated_transformer/web.py')}}}
+                                                                                         'annotated_transformer/web.py'),
+                                           'annotated_transformer.web.web_file': ('web.html#web_file', 'annotated_transformer/web.py')}}}

@@ -10,10 +10,12 @@ from __future__ import annotations
 import hashlib
 import json
 import math
+import re
 import shutil
 import subprocess
 import tarfile
 import warnings
+from importlib import resources
 from pathlib import Path
 
 import torch
@@ -23,9 +25,9 @@ from .attention import attention
 from .data import PAD, BOS, EOS, UNK, IMDB_LABELS, cache_root
 
 # %% auto #0
-__all__ = ['TOKENIZER_JS', 'MODELS_JS', 'PAGE_JS', 'WEB_CSS', 'ORT_WEB_VERSION', 'ORT_WEB_SHA256', 'ORT_WEB_FILES',
-           'TranslationEncoder', 'TranslationDecoderStep', 'ClassifierGraph', 'LanguageModelStep', 'export_translation',
-           'export_classifier', 'export_language_model', 'page_html', 'ort_web_package', 'vendor_ort_web', 'build_site']
+__all__ = ['WEB_FILES', 'ORT_WEB_VERSION', 'ORT_WEB_SHA256', 'ORT_WEB_FILES', 'TranslationEncoder', 'TranslationDecoderStep',
+           'ClassifierGraph', 'LanguageModelStep', 'export_translation', 'export_classifier', 'export_language_model',
+           'web_file', 'page_html', 'npm_package', 'ort_web_package', 'vendor_ort_web', 'build_site']
 
 # %% ../nbs/9w_web.ipynb #e66c59e6
 def _table(position: nn.Module, rows: int) -> Tensor:
@@ -224,446 +226,14 @@ def export_language_model(model: nn.Module, out_dir) -> dict[str, Path]:
     return {"generator": p}
 
 # %% ../nbs/9w_web.ipynb #deecbe4d
-#: `tokenizer.js`: a `tokenizers` BPE tokenizer.json read in JavaScript (browser and node)
-TOKENIZER_JS = r"""
-// BPE tokenizer reading a `tokenizers` tokenizer.json: what the book's tokenizers use (NFKC and Replace normalizers,
-// Metaspace and Split pre-tokenizers, a BPE model with <unk>, and the Replace/Fuse/Strip decoders).
-(function (root) {
-  // Oniguruma's \w and \s (what `tokenizers` runs its regular expressions with) as JavaScript Unicode classes
-  const WORD = "\\p{L}\\p{M}\\p{Nd}\\p{Nl}\\p{Pc}", SPACE = "\\p{White_Space}";
-  function toJsRegex(pattern) {
-    let out = "", inClass = false;
-    for (let i = 0; i < pattern.length; i++) {
-      const c = pattern[i];
-      if (c === "\\" && (pattern[i + 1] === "w" || pattern[i + 1] === "s")) {
-        const cls = pattern[i + 1] === "w" ? WORD : SPACE;
-        out += inClass ? cls : "[" + cls + "]"; i++; continue;
-      }
-      if (c === "\\") { out += c + pattern[i + 1]; i++; continue; }
-      if (c === "[") inClass = true; else if (c === "]") inClass = false;
-      out += c;
-    }
-    return new RegExp(out, "gu");
-  }
-  const pattern = (p) => ("Regex" in p ? toJsRegex(p.Regex) : new RegExp(p.String.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"), "gu"));
-  function normalizer(n) {
-    if (!n) return (s) => s;
-    if (n.type === "Sequence") { const fs = n.normalizers.map(normalizer); return (s) => fs.reduce((a, f) => f(a), s); }
-    if (n.type === "NFKC") return (s) => s.normalize("NFKC");
-    if (n.type === "Replace") { const re = pattern(n.pattern); return (s) => s.replace(re, n.content); }
-    if (n.type === "Lowercase") return (s) => s.toLowerCase();
-    throw new Error("normalizer " + n.type + " is not implemented");
-  }
-  function splitIsolated(s, re) {   // the matches and the text between them, in order, without empty pieces
-    const out = []; let last = 0;
-    for (const m of s.matchAll(re)) {
-      if (m.index > last) out.push(s.slice(last, m.index));
-      if (m[0].length) out.push(m[0]);
-      last = m.index + m[0].length;
-    }
-    if (last < s.length) out.push(s.slice(last));
-    return out;
-  }
-  function preTokenizer(p) {
-    if (!p) return (pieces) => pieces;
-    if (p.type === "Sequence") { const fs = p.pretokenizers.map(preTokenizer); return (pieces) => fs.reduce((a, f) => f(a), pieces); }
-    if (p.type === "Metaspace") {
-      const r = p.replacement;
-      return (pieces) => pieces.flatMap((s) => {
-        s = s.split(" ").join(r);
-        if (p.prepend_scheme === "always" && !s.startsWith(r)) s = r + s;
-        if (p.split === false) return [s];
-        const out = []; let cur = "";                     // split before each replacement: merged with the next piece
-        for (const ch of s) { if (ch === r && cur) { out.push(cur); cur = ""; } cur += ch; }
-        if (cur) out.push(cur);
-        return out;
-      });
-    }
-    if (p.type === "Split" && p.behavior === "Isolated" && !p.invert) {
-      const re = pattern(p.pattern);
-      return (pieces) => pieces.flatMap((s) => splitIsolated(s, re));
-    }
-    throw new Error("pre-tokenizer " + p.type + " is not implemented");
-  }
-  function decoder(d) {   // a decoder maps a list of token strings to a list of strings
-    if (!d) return (ts) => ts;
-    if (d.type === "Sequence") { const fs = d.decoders.map(decoder); return (ts) => fs.reduce((a, f) => f(a), ts); }
-    if (d.type === "Replace") { const re = pattern(d.pattern); return (ts) => ts.map((t) => t.replace(re, d.content)); }
-    if (d.type === "Fuse") return (ts) => [ts.join("")];
-    if (d.type === "Strip") return (ts) => ts.map((t) => {
-      let a = 0, b = t.length;
-      for (let k = 0; k < d.start && a < b && t[a] === d.content; k++) a++;
-      for (let k = 0; k < d.stop && b > a && t[b - 1] === d.content; k++) b--;
-      return t.slice(a, b);
-    });
-    throw new Error("decoder " + d.type + " is not implemented");
-  }
-  class Tokenizer {
-    constructor(json) {
-      const m = json.model;
-      if (m.type !== "BPE" || m.continuing_subword_prefix || m.end_of_word_suffix || m.byte_fallback || m.fuse_unk)
-        throw new Error("only plain BPE models are implemented");
-      this.vocab = new Map(Object.entries(m.vocab));
-      this.tokens = []; for (const [t, i] of this.vocab) this.tokens[i] = t;
-      for (const a of json.added_tokens || []) { this.vocab.set(a.content, a.id); this.tokens[a.id] = a.content; }
-      this.ranks = new Map(m.merges.map((x, r) => [Array.isArray(x) ? x.join(" ") : x, r]));
-      this.unk = m.unk_token == null ? null : this.vocab.get(m.unk_token);
-      const added = (json.added_tokens || []).map((a) => a.content.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
-      this.added = added.length ? new RegExp(added.join("|"), "gu") : null;
-      this.normalize = normalizer(json.normalizer);
-      this.preTokenize = preTokenizer(json.pre_tokenizer);
-      this.decoder = decoder(json.decoder);
-      this.cache = new Map();
-    }
-    bpe(word) {   // ids of one pre-tokenized piece: merge the lowest-ranked pair, leftmost first, until none is left
-      if (this.cache.has(word)) return this.cache.get(word);
-      let syms = Array.from(word);
-      for (;;) {
-        let best = -1, bestRank = Infinity;
-        for (let i = 0; i + 1 < syms.length; i++) {
-          const r = this.ranks.get(syms[i] + " " + syms[i + 1]);
-          if (r !== undefined && r < bestRank) { bestRank = r; best = i; }
-        }
-        if (best < 0) break;
-        syms.splice(best, 2, syms[best] + syms[best + 1]);
-      }
-      const ids = [];
-      for (const s of syms) {
-        const id = this.vocab.get(s);
-        if (id !== undefined) ids.push(id); else if (this.unk != null) ids.push(this.unk);
-      }
-      if (this.cache.size < 50000) this.cache.set(word, ids);
-      return ids;
-    }
-    encode(text) {   // ids without special tokens around them (add_special_tokens=False)
-      const ids = [];
-      for (const part of this.added ? splitIsolated(text, this.added) : [text]) {
-        if (this.vocab.has(part) && this.added && part.match(this.added)?.[0] === part) { ids.push(this.vocab.get(part)); continue; }
-        for (const piece of this.preTokenize([this.normalize(part)])) ids.push(...this.bpe(piece));
-      }
-      return ids;
-    }
-    unknown(text) {   // the characters of `text` that the vocabulary does not hold (they become <unk>)
-      const seen = new Set();
-      for (const piece of this.preTokenize([this.normalize(text)]))
-        for (const ch of piece) if (!this.vocab.has(ch)) seen.add(ch);
-      return [...seen];
-    }
-    decode(ids) { return this.decoder(ids.map((i) => this.tokens[i])).join(""); }
-    idToToken(i) { return this.tokens[i]; }
-  }
-  root.Tokenizer = Tokenizer;
-  if (typeof module !== "undefined") module.exports = { Tokenizer };
-})(typeof window !== "undefined" ? window : globalThis);
-"""
+WEB_FILES = ("tokenizer.js", "models.js", "page.js", "web.css")   # the package's web/ folder, shipped as package data
 
-# %% ../nbs/9w_web.ipynb #8f2c60f5
-#: `models.js`: the pages' decoding loops on ONNX Runtime
-MODELS_JS = r"""
-// The decoding loops of the three pages, on ONNX Runtime (`ort`): in the browser and in node alike.
-(function (root) {
-  const BOS = 1, EOS = 2, PAD = 0;
-  const i64 = (ort, ids, dims) => new ort.Tensor("int64", BigInt64Array.from(ids, (x) => BigInt(x)), dims);
-  const emptyCache = (ort, m, batch = 1) => new ort.Tensor("float32", new Float32Array(0), [m.layers, batch, m.heads, 0, m.d_k]);
-  function argmax(a, from, n) {   // index of the largest of a[from .. from + n - 1], the first one on ties (torch.argmax)
-    let best = 0;
-    for (let j = 1; j < n; j++) if (a[from + j] > a[from + best]) best = j;
-    return best;
-  }
-  const now = () => (typeof performance !== "undefined" ? performance.now() : Date.now());
-
-  class Translator {
-    constructor(ort, tokenizer, meta, encoder, decoder) { Object.assign(this, { ort, tokenizer, meta, encoder, decoder }); }
-    // source ids <s> ... </s>, cut to meta.max_source tokens; returns {ids, cut}
-    source(text) {
-      let ids = this.tokenizer.encode(text), cut = false;
-      if (ids.length + 2 > this.meta.max_source) { ids = ids.slice(0, this.meta.max_source - 2); cut = true; }
-      return { ids: [BOS, ...ids, EOS], cut };
-    }
-    // greedy decoding; onToken(tokenId, crossRow) after each step; returns {ids, text, cross, msPerToken}
-    async translate(srcIds, onToken) {
-      const { ort, meta } = this, S = srcIds.length;
-      const src = i64(ort, srcIds, [1, S]);
-      const { memory_k, memory_v } = await this.encoder.run({ src });
-      let past_k = emptyCache(ort, meta), past_v = emptyCache(ort, meta);
-      const ys = [BOS], cross = [], limit = Math.min(S + meta.extra, meta.max_positions);
-      const t0 = now();
-      while (ys.length < limit && ys[ys.length - 1] !== EOS) {
-        const out = await this.decoder.run({ tokens: i64(ort, [ys[ys.length - 1]], [1, 1]), src, memory_k, memory_v, past_k, past_v });
-        past_k = out.present_k; past_v = out.present_v;
-        const V = out.logp.dims[2], next = argmax(out.logp.data, 0, V);
-        const a = out.cross_attn.data, H = meta.heads, last = (meta.layers - 1) * H * S, row = new Float32Array(S);
-        for (let h = 0; h < H; h++) for (let s = 0; s < S; s++) row[s] += a[last + h * S + s] / H;   // last layer, mean of heads
-        ys.push(next); cross.push(row);
-        if (onToken) await onToken(next, row);
-      }
-      const ms = (now() - t0) / (ys.length - 1);
-      const end = ys.indexOf(EOS, 1);
-      return { ids: ys, text: this.tokenizer.decode(ys.slice(1, end < 0 ? ys.length : end)), cross, msPerToken: ms };
-    }
-  }
-
-  // chapter 7's beam_search for one source, K beams decoded as one batch of K rows: hypotheses ranked by summed
-  // log-probability / ((5 + length) / 6) ** alpha; float32 sums as in PyTorch. Returns what translate returns.
-  Translator.prototype.beamSearch = async function (srcIds, K, alpha = 0.6, onStep) {
-    const { ort, meta } = this, S = srcIds.length, f = Math.fround, lp = (n) => f(((5 + n) / 6) ** alpha);
-    const one = i64(ort, srcIds, [1, S]), { memory_k, memory_v } = await this.encoder.run({ src: one });
-    const tile = (t) => {                                       // (N, 1, h, S, d_k) -> (N, K, h, S, d_k)
-      const [N, , H, L, D] = t.dims, n = H * L * D, out = new Float32Array(N * K * n);
-      for (let l = 0; l < N; l++) for (let k = 0; k < K; k++) out.set(t.data.subarray(l * n, (l + 1) * n), (l * K + k) * n);
-      return new ort.Tensor("float32", out, [N, K, H, L, D]);
-    };
-    const mk = tile(memory_k), mv = tile(memory_v), src = i64(ort, [].concat(...Array(K).fill(srcIds)), [K, S]);
-    const gather = (t, rows) => {                               // rows of the cache (N, K, h, T, d_k), along K
-      const [N, , H, T, D] = t.dims, n = H * T * D, out = new Float32Array(t.data.length);
-      for (let l = 0; l < N; l++) rows.forEach((r, k) => out.set(t.data.subarray((l * K + r) * n, (l * K + r + 1) * n), (l * K + k) * n));
-      return new ort.Tensor("float32", out, t.dims);
-    };
-    const maxLen = Math.min(S + meta.extra, meta.max_positions);
-    let past_k = emptyCache(ort, meta, K), past_v = emptyCache(ort, meta, K);
-    let seqs = Array.from({ length: K }, () => [BOS]), logp = Array.from({ length: K }, (_, k) => (k ? -Infinity : 0));
-    let fin = [], nFin = 0, done = false, t = 1;               // fin: {score, seq}, best first, at most K
-    const t0 = now();
-    for (; t < maxLen; t++) {
-      const out = await this.decoder.run({ tokens: i64(ort, seqs.map((q) => q[q.length - 1]), [K, 1]), src, memory_k: mk, memory_v: mv, past_k, past_v });
-      const V = out.logp.dims[2], a = out.logp.data, cand = [];
-      for (let k = 0; k < K; k++) for (let v = 0; v < V; v++) cand.push(f(logp[k] + a[k * V + v]));
-      const order = topk(cand, 2 * K), top = order.map((i) => cand[i]);
-      const parent = order.map((i) => Math.floor(i / V)), tok = order.map((i) => i % V);
-      const finish = order.map((_, j) => j < K && tok[j] === EOS && top[j] > -Infinity && !done);
-      if (finish.some(Boolean)) {
-        const pool = fin.concat(order.map((_, j) => ({ score: finish[j] ? f(top[j] / lp(t)) : -Infinity, seq: [...seqs[parent[j]], tok[j]] })));
-        fin = topk(pool.map((x) => x.score), K).map((i) => pool[i]);
-        nFin += finish.filter(Boolean).length;
-      }
-      const masked = top.map((x, j) => (tok[j] === EOS ? -Infinity : x));
-      let keep = topk(masked, K);
-      const slot = stableSlots(keep.map((j) => parent[j]), K), byRow = [];
-      slot.forEach((r, i) => { byRow[r] = keep[i]; });
-      keep = byRow;
-      const rows = keep.map((j) => parent[j]);
-      logp = keep.map((j) => top[j]);
-      seqs = keep.map((j) => [...seqs[parent[j]], tok[j]]);
-      past_k = gather(out.present_k, rows); past_v = gather(out.present_v, rows);
-      const bestLp = Math.max(lp(t + 1), lp(maxLen - 1));
-      done = done || nFin >= K || (fin.length > 0 && fin[0].score >= f(Math.max(...logp) / bestLp));
-      if (onStep) await onStep(t);
-      if (done) break;
-    }
-    const L = seqs[0].length, alive = done ? [] : logp.map((x) => f(x / lp(L - 1)));
-    const a = alive.length ? topk(alive, 1)[0] : -1;
-    const best = a >= 0 && (!fin.length || alive[a] > fin[0].score) ? seqs[a] : fin[0].seq;
-    const steps = Math.min(t, maxLen - 1), end = best.indexOf(EOS, 1);
-    return { ids: best, text: this.tokenizer.decode(best.slice(1, end < 0 ? best.length : end)), cross: null,
-             msPerToken: (now() - t0) / steps };
-  };
-  // the cross-attention rows of a finished output `ys` (<s> first): one teacher-forced decoder pass over it
-  Translator.prototype.crossOf = async function (srcIds, ys) {
-    const { ort, meta } = this, S = srcIds.length, src = i64(ort, srcIds, [1, S]), n = ys.length - 1;
-    const { memory_k, memory_v } = await this.encoder.run({ src });
-    const out = await this.decoder.run({ tokens: i64(ort, ys.slice(0, n), [1, n]), src, memory_k, memory_v,
-                                         past_k: emptyCache(ort, meta), past_v: emptyCache(ort, meta) });
-    const a = out.cross_attn.data, H = meta.heads, base = (meta.layers - 1) * H * n * S;
-    return Array.from({ length: n }, (_, q) => {
-      const row = new Float32Array(S);
-      for (let h = 0; h < H; h++) for (let s = 0; s < S; s++) row[s] += a[base + (h * n + q) * S + s] / H;
-      return row;
-    });
-  };
-  function topk(values, k) {   // indices of the k largest values, largest first (the lower index first on ties)
-    return values.map((v, i) => i).sort((i, j) => values[j] - values[i] || i - j).slice(0, k);
-  }
-  function stableSlots(parents, K) {   // chapter 7's _stable_slots: a parent's best child keeps the parent's row
-    const first = parents.map((p, i) => parents.indexOf(p) === i), taken = new Set(parents.filter((p, i) => first[i]));
-    const free = [...Array(K).keys()].filter((r) => !taken.has(r));
-    let m = 0;
-    return parents.map((p, i) => (first[i] ? p : free[m++]));
-  }
-
-  class Classifier {
-    constructor(ort, tokenizer, meta, session) { Object.assign(this, { ort, tokenizer, meta, session }); }
-    clean(text) { text = text.replace(/<br\s*\/?>/g, " "); return this.meta.lowercase ? text.toLowerCase() : text; }
-    // <s> then at most max_len - 1 ids: the head, or the first quarter and the last three quarters (chapter 10's truncate_ids)
-    source(text) {
-      let ids = this.tokenizer.encode(this.clean(text)), n = this.meta.max_len - 1, cut = ids.length > n;
-      if (cut) ids = this.meta.keep === "head" ? ids.slice(0, n) : [...ids.slice(0, n >> 2), ...ids.slice(ids.length - (n - (n >> 2)))];
-      return { ids: [BOS, ...ids], cut };
-    }
-    async classify(ids) {
-      const out = await this.session.run({ src: i64(this.ort, ids, [1, ids.length]) });
-      const lp = out.logp.data, k = argmax(lp, 0, lp.length);
-      const S = ids.length, H = out.attn.dims[1], a = out.attn.data, received = new Float32Array(S);
-      for (let h = 0; h < H; h++) for (let i = 0; i < S; i++) for (let j = 0; j < S; j++) received[j] += a[(h * S + i) * S + j] / (H * S);
-      const p = Math.fround(Math.exp(lp[k]));
-      return { label: this.meta.labels[k], prob: p, line: this.meta.labels[k] + " " + p.toFixed(3), received };
-    }
-  }
-
-  class CharGenerator {
-    constructor(ort, meta, session) {
-      Object.assign(this, { ort, meta, session });
-      this.index = new Map(Array.from(meta.chars).map((c, i) => [c, i]));
-    }
-    unknown(text) { return [...new Set(Array.from(text).filter((c) => !this.index.has(c)))]; }
-    // chapter 11's generate: feed only the new id after the first step; when the cache holds `context` ids, start
-    // again from the last context / 2. topK = 1 is greedy (argmax); onChar(c) after each step
-    async generate(prompt, n, topK, onChar, random = Math.random) {
-      const { ort, meta } = this, ctx = meta.context, V = meta.chars.length;
-      const ys = Array.from(prompt, (c) => this.index.get(c));
-      let new_ = ys.slice(-ctx), past_k = emptyCache(ort, meta), past_v = emptyCache(ort, meta), cached = 0;
-      const t0 = now();
-      for (let step = 0; step < n; step++) {
-        if (cached + new_.length > ctx) { past_k = emptyCache(ort, meta); past_v = emptyCache(ort, meta); cached = 0; new_ = ys.slice(-Math.max(1, ctx >> 1)); }
-        const out = await this.session.run({ ids: i64(ort, new_, [1, new_.length]), past_k, past_v });
-        past_k = out.present_k; past_v = out.present_v; cached += new_.length;
-        const lp = out.logp.data, from = (new_.length - 1) * V;
-        const next = topK === 1 ? argmax(lp, from, V) : sample(lp, from, V, topK, random);
-        ys.push(next); new_ = [next];
-        if (onChar) await onChar(meta.chars[next]);
-      }
-      return { text: ys.map((i) => meta.chars[i]).join(""), msPerToken: (now() - t0) / Math.max(1, n) };
-    }
-  }
-  function sample(lp, from, V, topK, random) {   // draw from softmax(log p) restricted to the top_k (ties with the k-th kept)
-    const row = Array.from(lp.subarray(from, from + V));
-    let kth = -Infinity;
-    if (topK && topK < V) kth = [...row].sort((a, b) => b - a)[topK - 1];
-    const w = row.map((x) => (x >= kth ? Math.exp(x) : 0)), total = w.reduce((a, b) => a + b, 0);
-    let r = random() * total;
-    for (let j = 0; j < V; j++) { r -= w[j]; if (r <= 0 && w[j] > 0) return j; }
-    return argmax(lp, from, V);
-  }
-  Object.assign(root, { Translator, Classifier, CharGenerator });
-  if (typeof module !== "undefined") module.exports = { Translator, Classifier, CharGenerator };
-})(typeof window !== "undefined" ? window : globalThis);
-"""
-
-# %% ../nbs/9w_web.ipynb #1c194575
-#: `page.js`: the three pages' user interface
-PAGE_JS = r"""
-// The three pages: a text box, a button, ?text=... in the address runs at once; the result goes into #output.
-(function () {
-  const $ = (id) => document.getElementById(id);
-  const params = new URLSearchParams(location.search);
-  const MAX_CHARS = 20000;                        // longer text is refused before it reaches the tokenizer
-  const say = (msg) => { $("note").textContent = msg; };
-  const state = (s) => { document.body.dataset.state = s; };
-  const paint = () => new Promise((r) => setTimeout(r, 0));   // let the page draw between steps
-  const esc = (s) => s.replace(/[&<>"]/g, (c) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;" }[c]));
-  const shade = (w) => `rgba(31, 119, 180, ${Math.min(1, Math.max(0, w)).toFixed(3)})`;
-  async function loadJSON(f) { const r = await fetch(f); if (!r.ok) throw new Error(`${f}: HTTP ${r.status}`); return r.json(); }
-  async function session(f) { return ort.InferenceSession.create(f, { executionProviders: ["wasm"] }); }
-  function check(text) {   // a message for text the page will not run, else null
-    if (!text.trim()) return "Type some text first.";
-    if (text.length > MAX_CHARS) return `That is ${text.length.toLocaleString()} characters; the page takes at most ${MAX_CHARS.toLocaleString()}.`;
-    return null;
-  }
-  // load the model(s) with `load`, then run `run(text)` on a click, on Ctrl+Enter, and at once for ?text=
-  async function page(load, run) {
-    ort.env.wasm.wasmPaths = new URL("ort/", location.href).href; ort.env.wasm.numThreads = 1;
-    state("loading"); say("Loading the model…");
-    const t0 = performance.now();
-    let model;
-    try { model = await load(); }
-    catch (e) { say("The model could not be loaded: " + e.message); state("error"); return; }
-    const loadMs = performance.now() - t0;   // the model: fetched, parsed, ready
-    document.body.dataset.loadMs = performance.now().toFixed(0);   // the page: from the request to a ready model
-    say(`Model loaded in ${(loadMs / 1000).toFixed(1)} s.`); state("ready");
-    let busy = false;
-    const go = async () => {
-      if (busy) return;
-      const text = $("text").value, bad = check(text);
-      $("output").textContent = ""; $("extra").innerHTML = ""; $("timing").textContent = "";
-      if (bad) { say(bad); state("done"); return; }
-      busy = true; $("run").disabled = true; state("running"); say("");
-      try { await run(model, text); }
-      catch (e) { say("Something went wrong: " + e.message); }
-      busy = false; $("run").disabled = false; state("done");
-    };
-    $("run").addEventListener("click", go);
-    $("text").addEventListener("keydown", (e) => { if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) { e.preventDefault(); go(); } });
-    if (params.has("text")) { $("text").value = params.get("text"); await go(); }
-  }
-  function unknownNote(tok, text) {
-    const u = tok.unknown(text);
-    return u.length ? ` The model never saw ${u.map((c) => JSON.stringify(c)).join(" ")}: read as <unk>.` : "";
-  }
-  async function translatePage() {
-    $("beam4").checked = params.get("beam") === "4";
-    await page(async () => {
-      const meta = (await loadJSON("web.json")).translate;
-      const tok = new Tokenizer(await loadJSON(meta.tokenizer));
-      return new Translator(ort, tok, meta, await session("translate_encoder.onnx"), await session("translate_decoder.onnx"));
-    }, async (t, text) => {
-      const src = t.source(text);
-      say((src.cut ? `The sentence was cut to its first ${t.meta.max_source - 2} tokens, the most this page feeds the model.` : "")
-          + unknownNote(t.tokenizer, text));
-      const out = [], beam = $("beam4").checked ? 4 : 1;
-      const r = beam > 1 ? await t.beamSearch(src.ids, beam, 0.6, paint) : await t.translate(src.ids, async (id) => {
-        if (id !== 2) out.push(id);
-        $("output").textContent = t.tokenizer.decode(out);
-        await paint();
-      });
-      $("output").textContent = r.text;
-      if (!r.cross) r.cross = await t.crossOf(src.ids, r.ids);
-      $("timing").textContent = `${r.ids.length - 1} tokens, ${r.msPerToken.toFixed(1)} ms per ${beam > 1 ? `step of ${beam} beams` : "token (greedy)"}.`;
-      document.body.dataset.msPerToken = r.msPerToken.toFixed(2);
-      const name = (i) => esc(t.tokenizer.idToToken(i).replace(/\u2581/g, " ").replace(/\u25a0/g, ""));
-      let h = `<p>Cross-attention of the last decoder layer (mean of its heads): which source token each output token looked at.</p><table class="heat"><tr><th></th>`;
-      h += src.ids.map((i) => `<th class="src">${name(i)}</th>`).join("") + "</tr>";
-      r.cross.forEach((row, k) => {
-        const top = Math.max(...row);
-        h += `<tr><th>${name(r.ids[k + 1])}</th>` + Array.from(row, (w) => `<td style="background:${shade(w / top)}" title="${w.toFixed(3)}"></td>`).join("") + "</tr>";
-      });
-      $("extra").innerHTML = h + "</table>";
-    });
-  }
-  async function classifyPage() {
-    await page(async () => {
-      const meta = (await loadJSON("web.json")).classify;
-      return new Classifier(ort, new Tokenizer(await loadJSON(meta.tokenizer)), meta, await session("classify.onnx"));
-    }, async (c, text) => {
-      const src = c.source(text);
-      say((src.cut ? `The review was cut to ${c.meta.max_len} tokens, its first quarter and its end, as the model reads it.` : "")
-          + unknownNote(c.tokenizer, c.clean(text)));
-      const r = await c.classify(src.ids);
-      $("output").textContent = r.line;
-      const top = Math.max(...r.received);
-      $("extra").innerHTML = `<p>Label <b>${r.label}</b>, probability ${r.prob.toFixed(3)}. Attention each token receives in the pooled layer (mean over heads and positions):</p><p class="tokens">`
-        + src.ids.map((i, j) => `<span style="background:${shade(r.received[j] / top)}">${esc(c.tokenizer.idToToken(i).replace(/\u2581/g, " "))}</span>`).join("") + "</p>";
-    });
-  }
-  async function generatePage() {
-    const n = Math.min(5000, Math.max(1, parseInt(params.get("n") || "500", 10) || 500));
-    const k = params.has("top_k") ? Math.max(1, parseInt(params.get("top_k"), 10) || 1) : null;
-    await page(async () => new CharGenerator(ort, (await loadJSON("web.json")).generate, await session("generate.onnx")),
-      async (g, text) => {
-        const u = g.unknown(text);
-        if (u.length) { say(`The model knows only the ${g.meta.chars.length} characters of its training text; remove ${u.map((c) => JSON.stringify(c)).join(" ")}.`); return; }
-        say((text.length > g.meta.context ? `The model reads only the last ${g.meta.context} characters of the prompt.` : "")
-            + ` ${n} characters, ${k === 1 ? "each the most likely (greedy)" : k ? `each drawn among the ${k} most likely` : "each drawn from the model's distribution"}.`);
-        $("output").textContent = text;
-        let i = 0;
-        const r = await g.generate(text, n, k, async (ch) => { $("output").textContent += ch; if (++i % 4 === 0) await paint(); });
-        $("output").textContent = r.text;
-        $("timing").textContent = `${n} characters, ${r.msPerToken.toFixed(1)} ms per character.`;
-      });
-  }
-  window.webPage = { translate: translatePage, classify: classifyPage, generate: generatePage };
-})();
-"""
+def web_file(name: str) -> str:
+    "The text of `name`, one of `WEB_FILES`: the pages' JavaScript and style sheet in the package's `web/` folder."
+    if name not in WEB_FILES: raise ValueError(f"{name!r} is not one of the pages' files {WEB_FILES}.")
+    return (resources.files("annotated_transformer") / "web" / name).read_text(encoding="utf-8")
 
 # %% ../nbs/9w_web.ipynb #baeb829f
-WEB_CSS = """body { font-family: system-ui, sans-serif; max-width: 60rem; margin: 1rem auto; padding: 0 1rem; color: #222; }
-textarea { width: 100%; height: 4.5em; font: inherit; box-sizing: border-box; }
-button { margin: .4rem 0; font: inherit; padding: .2rem 1rem; }
-#output { white-space: pre-wrap; background: #f4f6f8; padding: .5rem; min-height: 1.5em; font-size: 1.1em; }
-#note, #timing { color: #555; font-size: .9em; min-height: 1.2em; }
-table.heat { border-collapse: collapse; font-size: .8em; } table.heat td { width: 1.6em; height: 1.2em; border: 1px solid #eee; }
-table.heat th { font-weight: normal; text-align: right; padding-right: .3em; } table.heat th.src { writing-mode: vertical-rl; text-align: left; }
-.tokens span { white-space: pre; border-radius: 2px; line-height: 1.8; }
-"""
-
 _CONTROLS = {"translate": '<label><input type="checkbox" id="beam4"> beam search, 4 beams</label>'}   # besides the button
 _PAGES = {   # page -> (title, what to type, button, default text)
     "translate": ("German → English", "A German sentence", "Translate", "Ein kleines Mädchen klettert in ein Spielhaus aus Holz."),
@@ -695,23 +265,34 @@ ORT_WEB_VERSION = "1.30.0"
 ORT_WEB_SHA256 = "d2228df7e4616bc3348bf504ee888f3bec43789a273f0a63f3e68d203ce3bf71"   # of onnxruntime-web-1.30.0.tgz as npm serves it
 ORT_WEB_FILES = ("ort.wasm.min.js", "ort-wasm-simd-threaded.mjs", "ort-wasm-simd-threaded.wasm")
 
-def ort_web_package(cache: Path | None = None) -> Path:
-    """The npm tarball of onnxruntime-web `ORT_WEB_VERSION`, from the download cache, else fetched with `npm pack`
-    (node's package manager must be installed); checked against `ORT_WEB_SHA256`."""
+def npm_package(name: str, version: str, sha256: str, cache: Path | None = None) -> Path:
+    """The npm tarball of the package `name` at `version`, from the download cache (`cache`, default the `npm` folder of
+    `cache_root()`), else fetched there with `npm pack`; checked against the pinned `sha256`. Without npm or the
+    registry, one line (`FileNotFoundError`, `ConnectionError`) says what to install or where to put the file."""
     cache = Path(cache) if cache is not None else cache_root() / "npm"
-    tgz = cache / f"onnxruntime-web-{ORT_WEB_VERSION}.tgz"
+    tgz = cache / f"{name}-{version}.tgz"
     if not tgz.is_file():
+        fix = f"or put {tgz.name} (https://registry.npmjs.org/{name}/-/{tgz.name}) into {cache}"
         npm = shutil.which("npm")
         if npm is None:
-            raise RuntimeError(f"the pages need onnxruntime-web {ORT_WEB_VERSION} from npm, and npm is not installed; install "
-                               f"Node.js (it brings npm), or put onnxruntime-web-{ORT_WEB_VERSION}.tgz into {cache}.")
+            raise FileNotFoundError(f"{name} {version} comes from npm, and npm is not installed: install Node.js "
+                                    f"(Debian: apt-get install npm), {fix}.")
         cache.mkdir(parents=True, exist_ok=True)
-        subprocess.run([npm, "pack", f"onnxruntime-web@{ORT_WEB_VERSION}", "--pack-destination", str(cache)],
-                       check=True, capture_output=True, text=True)
+        try:
+            r = subprocess.run([npm, "pack", f"{name}@{version}", "--pack-destination", str(cache), "--fetch-retries=1"],
+                               capture_output=True, text=True, timeout=600)
+            why = (re.findall(r"\b(E[A-Z0-9]{3,})\b", r.stderr) or [f"exit code {r.returncode}"])[0]
+        except subprocess.TimeoutExpired: why, r = "no answer in 600 s", None
+        if r is None or r.returncode or not tgz.is_file():
+            raise ConnectionError(f"npm could not fetch {name} {version} ({why}): connect to the npm registry, {fix}.")
     digest = hashlib.sha256(tgz.read_bytes()).hexdigest()
-    if digest != ORT_WEB_SHA256:
-        raise RuntimeError(f"{tgz} has sha256 {digest}, not the pinned {ORT_WEB_SHA256}; delete it and build again.")
+    if digest != sha256:
+        raise ConnectionError(f"{tgz} has sha256 {digest}, not the pinned {sha256}: a damaged download; delete it and build again.")
     return tgz
+
+def ort_web_package(cache: Path | None = None) -> Path:
+    "The npm tarball of onnxruntime-web `ORT_WEB_VERSION` (see `npm_package`)."
+    return npm_package("onnxruntime-web", ORT_WEB_VERSION, ORT_WEB_SHA256, cache)
 
 def vendor_ort_web(dest: Path, cache: Path | None = None) -> list[Path]:
     "Copy `ORT_WEB_FILES` of the pinned onnxruntime-web package into the folder `dest`."
@@ -735,6 +316,7 @@ def build_site(out_dir, translate: str = "pretrained:multi30k-small", classify: 
     from annotated_transformer.run import load_trained      # the top floor's loader: imported when a site is built
     out = Path(out_dir)
     if out.exists() and any(out.iterdir()): raise FileExistsError(f"{out} is not empty; pass a new folder.")
+    ort_web_package(npm_cache)                   # first: without npm or the registry, stop before any work
     out.mkdir(parents=True, exist_ok=True)
     mt, tt = load_trained(translate, "cpu", "multi30k")
     mc, tc = load_trained(classify, "cpu", "imdb")
@@ -750,9 +332,8 @@ def build_site(out_dir, translate: str = "pretrained:multi30k-small", classify: 
                          "keep": tc.keep, "lowercase": tc.lowercase},
             "generate": {**_cache_meta(ml.decoder.layers), "context": ml.config["context"], "chars": tl.vocab.chars}}
     (out / "web.json").write_text(json.dumps(meta, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    for name, text in {"tokenizer.js": TOKENIZER_JS, "models.js": MODELS_JS, "page.js": PAGE_JS, "web.css": WEB_CSS,
-                       **{f"{p}.html": page_html(p) for p in _PAGES}}.items():
-        (out / name).write_text(text.lstrip("\n"), encoding="utf-8")
+    for name, text in {**{f: web_file(f) for f in WEB_FILES}, **{f"{p}.html": page_html(p) for p in _PAGES}}.items():
+        (out / name).write_text(text, encoding="utf-8")
     vendor_ort_web(out / "ort", npm_cache)
     files = {str(p.relative_to(out)): p.stat().st_size for p in sorted(out.rglob("*")) if p.is_file()}
     return {"files": files, "bytes": sum(files.values())}
