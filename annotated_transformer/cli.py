@@ -346,6 +346,7 @@ def _run(args) -> None:
               f"generate.html (serve the folder over HTTP, e.g. python -m http.server -d {args.out})", flush=True)
     elif args.command == "classify":
         texts = read_texts(args.texts, "texts")
+        load_config(resolve_model(args.checkpoint))             # a damaged checkpoint: exit 1, naming the file
         for line in predict(args.checkpoint, texts, args.device, task="imdb"): print(line, flush=True)
     elif args.command == "generate":
         _positive(args, "max_new_tokens", "top_k")
@@ -353,6 +354,7 @@ def _run(args) -> None:
         _check_text(args.prompt, "--prompt")
         check_memory(f"--max-new-tokens {args.max_new_tokens:,}", 24 * (len(args.prompt) + args.max_new_tokens),
                      "ask for fewer tokens")                     # the ids (int64, a copy while growing) and the text
+        if not is_hf_checkpoint(args.checkpoint): load_config(resolve_model(args.checkpoint))   # as above
         if is_hf_checkpoint(args.checkpoint):
             print(generate_hf(args.checkpoint, args.prompt, args.max_new_tokens, args.temperature, args.top_k,
                               args.seed, args.device), flush=True)
@@ -395,7 +397,7 @@ def failure(e: BaseException, target: str | None = None) -> tuple[int, str] | No
         return EXIT_FAILED, f"{where}: {reason}." if where is not None else f"{reason}."
     if isinstance(e, (OSError, ConnectionError)): return EXIT_FAILED, str(e)   # ours: FileNotFoundError(message) etc.
     if name == "SafetensorError":                               # its I/O errors carry the errno in their text
-        code = re.search(r"code: (\d+)", str(e))
+        code = re.search(r"(?:code: |os error )(\d+)", str(e))
         if code and int(code.group(1)) in _OS_REASONS:
             return EXIT_FAILED, f"{target or 'a .safetensors file'}: {_OS_REASONS[int(code.group(1))]}."
         return EXIT_FAILED, f"a .safetensors file could not be read or written: {e}"
