@@ -173,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     gn.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: auto")
     wb = sub.add_parser("web", help="write the book's models as in-browser pages (ONNX Runtime Web) into a new folder")
     wb.add_argument("--out", required=True, metavar="DIR", help="a new or empty folder; serve it with any static web server")
+    for verb in sub.choices.values(): verb.epilog = EPILOG      # `VERB --help` says them too
     return p
 
 # %% ../nbs/93_cli.ipynb #33756c07
@@ -414,7 +415,8 @@ def main(argv: list[str] | None = None) -> int:
     expected failure is one line on stderr (`failure`); Ctrl-C and SIGTERM exit with 128 + the signal's number."""
     parser = build_parser()
     args = parser.parse_args(argv)
-    if hasattr(signal, "SIGXFSZ"): signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # ulimit -f: an error, not a kill
+    if argv is None and hasattr(signal, "SIGXFSZ"):     # the program (a notebook's call changes no signal handler):
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)     # ulimit -f is then an error (EFBIG), not a kill
     target = getattr(args, "out", None)
     try:
         _run(args)
