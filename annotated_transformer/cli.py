@@ -50,8 +50,8 @@ def check_new_folder(out: str | Path, flag: str = "--out") -> Path:
     """`out` as a folder a command may create and fill: absent, or an empty folder. A file, a checkpoint or a folder
     holding anything is a `UsageError` that names it, so that nothing the user has is replaced."""
     out = Path(out)
-    if out.is_symlink() or (out.exists() and not out.is_dir()):
-        raise UsageError(f"{flag} {out} is a file, not a folder; choose a new folder.")
+    if out.is_symlink(): raise UsageError(f"{flag} {out} is a symbolic link; choose a new folder.")
+    if out.exists() and not out.is_dir(): raise UsageError(f"{flag} {out} is a file, not a folder; choose a new folder.")
     if out.is_dir() and (names := sorted(p.name for p in out.iterdir())):
         what = "a checkpoint" if "model.safetensors" in names or "config.json" in names else "a folder that is not empty"
         raise UsageError(f"{flag} {out} is {what} ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}); "
@@ -383,6 +383,7 @@ _OS_REASONS = {   # errno -> what happened and what to do; the file is named bef
     errno.EISDIR: "is a folder where a file was expected: choose a file",
     errno.ENOENT: "no such file or folder: check the path",
     errno.ENOMEM: "out of memory: use a smaller size (--batch-size, --beam, --max-len)",
+    errno.EPIPE: "the output's reader went away (broken pipe)",
 }
 
 def failure(e: BaseException, target: str | None = None) -> tuple[int, str] | None:
@@ -427,6 +428,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.exit(code, f"{parser.prog}: {e if isinstance(e, Interrupted) else 'interrupted'}\n")
     except Exception as e:
         if (known := failure(e, target)) is None: raise
+        if isinstance(e, BrokenPipeError) and argv is None:   # nothing more can be printed: not at exit either
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         code, message = known
         parser.exit(code, f"{parser.prog}: error: {' '.join(message.split())}\n")
     return 0
