@@ -64,7 +64,7 @@ JOBS: list = []
 LOG = re.compile(r"^(training \w+: |step \d+: )")   # train's progress log on stderr, before any error
 
 
-def case(name: str, args: list, rc: int, has: str | None = None, lacks: tuple[str, ...] = (), keep: list[Path] = (),
+def case(name: str, args: list, rc: int | tuple[int, ...], has: str | None = None, lacks: tuple[str, ...] = (), keep: list[Path] = (),
          **kw) -> None:
     """Queue one case: exit code `rc`, exactly one line on stderr besides train's log (containing `has`, none of
     `lacks`), nothing on stdout, within the time limit, and every folder of `keep` byte-identical afterwards."""
@@ -78,7 +78,7 @@ def _case(name, args, rc, has, lacks, keep, **kw) -> list[str]:
     lines = [l for l in err.strip().splitlines() if not LOG.match(l)]
     problems = []
     if got is None: problems.append(f"still running after {kw.get('timeout', TIMEOUT)} s")
-    elif got != rc: problems.append(f"exit {got}, expected {rc}")
+    elif got not in (rc if isinstance(rc, tuple) else (rc,)): problems.append(f"exit {got}, expected {rc}")
     if len(lines) != 1: problems.append(f"{len(lines)} lines on stderr")
     if has is not None and has not in err: problems.append(f"stderr lacks {has!r}")
     problems += [f"stderr says {s!r}" for s in lacks if s in err]
@@ -285,7 +285,24 @@ def main() -> int:
         case("train --overwrite a folder of user files", ["train", "--max-steps", "1", "--out", (u := user()),
                                                           "--overwrite", "--no-progress"], 2, str(u), keep=[u])
         case("train --resume a folder of user files", ["train", "--max-steps", "1", "--out", (u := user()),
-                                                       "--resume", "--no-progress"], 1, str(u), keep=[u])
+                                                       "--resume", "--no-progress"], (1, 2), str(u), keep=[u])
+        fifo_run = tmp / "run-fifo"; shutil.copytree(run, fifo_run)
+        (fifo_run / "metrics.jsonl").unlink(); os.mkfifo(fifo_run / "metrics.jsonl")
+        case("train --resume with a FIFO in the run folder", ["train", "--resume", "--max-steps", "6", "--out", fifo_run,
+                                                               "--no-progress"], (1, 2), "metrics.jsonl")
+
+        @job("retention and a symlinked checkpoint")
+        def _():
+            "A step-1 that links outside the run: --keep-checkpoints 1 must not delete what it points to."
+            linked, outside = tmp / "run-link", tmp / "outside"
+            shutil.copytree(run, linked); shutil.copytree(steps[-1], outside)
+            (linked / "step-1").symlink_to(Path("..") / "outside", target_is_directory=True)
+            before = digest(outside)
+            rc, out, err, _ = cli(["train", "--resume", "--max-steps", "6", "--keep-checkpoints", "1", "--out", str(linked),
+                                   "--no-progress"])
+            lines = [l for l in err.strip().splitlines() if not LOG.match(l)]
+            return check("retention and a symlinked checkpoint", digest(outside) == before and len(lines) <= 1 and
+                         "Traceback" not in err, f"exit {rc}; {'outside unchanged' if digest(outside) == before else 'outside CHANGED'}")
         for verb in (["eval", "--checkpoint"], ["translate", "x", "--checkpoint"], ["classify", "x", "--checkpoint"],
                      ["generate", "--max-new-tokens", "2", "--checkpoint"]):
             case(f"{verb[0]} --checkpoint a folder of user files", [*verb, (u := user())], 1, None, keep=[u])
