@@ -261,6 +261,32 @@ def main() -> int:
             return check("double Ctrl-C", p.returncode == 130 and "Traceback" not in err and "Exception ignored" not in err
                          and last.startswith(f"{PROG}: stopped"), f"exit {p.returncode}: {last[:120]}")
 
+        @job("double SIGTERM before the first checkpoint")
+        def _():
+            "Two SIGTERMs before any checkpoint: one line, exit 143, and --resume works if the line says to use it."
+            code = "import sys\nfrom annotated_transformer.cli import main\nsys.exit(main())"
+            out_dir = tmp / "t-sigterm"
+            p = subprocess.Popen([sys.executable, "-c", code, "train", "--max-steps", "100000", "--eval-every", "100000",
+                                  "--log-every", "2", "--out", str(out_dir), "--no-progress"],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, cwd=tmp, preexec_fn=limits())
+            try:
+                deadline = time.time() + TIMEOUT
+                while not (out_dir / "metrics.jsonl").is_file() and p.poll() is None and time.time() < deadline:
+                    time.sleep(0.02)
+                for _ in range(2): p.send_signal(signal.SIGTERM); time.sleep(0.05)
+                out, err = p.communicate(timeout=TIMEOUT)
+            finally:
+                if p.poll() is None: p.kill()
+            err = err.decode("utf-8", "replace")
+            lines = [l for l in err.strip().splitlines() if not LOG.match(l)]
+            ok = p.returncode == 143 and len(lines) == 1 and "Traceback" not in err
+            detail = f"exit {p.returncode}: {(lines or [''])[-1][:120]}"
+            if ok and "--resume" in lines[-1]:
+                rc, _, err2, _ = cli(["train", "--resume", "--max-steps", "4", "--out", str(out_dir), "--no-progress"])
+                ok = rc == 0
+                detail += f"; --resume: exit {rc} {(err2.strip().splitlines() or [''])[-1][:100]}"
+            return check("double SIGTERM before the first checkpoint", ok, detail)
+
         # --- silent: empty input is a usage error; average takes pretrained:NAME
         case('translate ""', ["translate", ""], 2, "empty")
         case('classify ""', ["classify", "  "], 2, "empty")

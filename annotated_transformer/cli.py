@@ -212,7 +212,7 @@ def translate_bytes(model: dict, rows: int, src_len: int, out_len: int) -> int:
     return rows * per_row
 
 def train_bytes(task) -> int:
-    """A lower estimate of one training micro-batch's memory, in bytes (float32): each layer's saved activations for
+    """A rough estimate of one training micro-batch's memory, in bytes (float32): each layer's saved activations for
     the batch's tokens (about 12 `d_model` and 2 `d_ff` numbers per token), its attention weights, and the logits with
     their gradient. The model's own weights and the optimizer state come on top."""
     m = getattr(task, "model", None) or {}
