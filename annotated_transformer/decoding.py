@@ -7,15 +7,70 @@ Docs: https://annotated-transformer.github.io/annotated-transformer/decoding.htm
 # %% ../nbs/07_decoding.ipynb #f0fd0c05
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from torch import Tensor
 
-from .embeddings import id_checks_off
 from .model import EncoderDecoder
-from .training import greedy_decode   # chapter 6's, with the cache; importable from here too
+from .training import greedy_decode   # chapter 6's plain loop; importable from here too
+from .kvcache import beam_search, fast_greedy_decode   # the library's versions (appendix 9b)
 
 # %% auto #0
-__all__ = ['gnmt_length_penalty', 'beam_search', 'check_sampling', 'pick_next', 'sample']
+__all__ = ['KVCache', 'MemoryCache', 'new_cache', 'cached_greedy_decode', 'gnmt_length_penalty', 'beam_search_one',
+           'check_sampling', 'pick_next', 'sample']
+
+# %% ../nbs/07_decoding.ipynb #31ab297e
+class KVCache:
+    "One self-attention layer's keys and values `k`, `v` `(batch, h, t, d_k)`, for the `t` positions decoded so far."
+    def __init__(self): self.k = self.v = None
+
+    def __len__(self) -> int: return 0 if self.k is None else self.k.size(2)
+
+    def update(self, project: Callable[[], tuple[Tensor, Tensor]]) -> tuple[Tensor, Tensor]:
+        "Append this step's keys and values, `project()`'s `(batch, h, 1, d_k)`, and return all of them."
+        k, v = project()
+        if self.k is not None: k, v = torch.cat([self.k, k], dim=2), torch.cat([self.v, v], dim=2)
+        self.k, self.v = k, v
+        return k, v
+
+    def select_rows(self, rows: Tensor) -> None:
+        "Keep the batch rows `rows` (1-d indices, in their order; one may repeat): beams take over their parents' past."
+        if self.k is not None: self.k, self.v = self.k[rows], self.v[rows]
+
+class MemoryCache:
+    "Cross-attention's keys and values `(batch, h, src_len, d_k)`: the memory never changes, so they are projected once."
+    def __init__(self): self.k = self.v = None
+
+    def update(self, project: Callable[[], tuple[Tensor, Tensor]]) -> tuple[Tensor, Tensor]:
+        if self.k is None: self.k, self.v = project()
+        return self.k, self.v
+
+def new_cache(model: EncoderDecoder) -> list[dict]:
+    "An empty cache for `model.decode`: `{'self': KVCache(), 'src': MemoryCache()}` for each decoder layer."
+    return [{"self": KVCache(), "src": MemoryCache()} for _ in model.decoder.layers]
+
+# %% ../nbs/07_decoding.ipynb #aebf37e1
+@torch.no_grad()
+def cached_greedy_decode(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len: int, start_symbol: int,
+                         end_symbol: int | None = None, *, pad_symbol: int | None = None,
+                         pick: Callable[[Tensor], Tensor] | None = None) -> Tensor:
+    """Chapter 6's `greedy_decode` with a key/value cache: each step feeds only the newest token `(batch, 1)`.
+    `pick` chooses the next token from the log-probabilities `(batch, V)` (default: the most likely)."""
+    if max_len < 1: raise ValueError(f"max_len must be >= 1 (it counts the start symbol), got {max_len}.")
+    memory, cache = model.encode(src, src_mask), new_cache(model)        # (batch, src_len, d_model)
+    fill = end_symbol if pad_symbol is None else pad_symbol               # what a row emits after its end symbol
+    ys = torch.full((src.size(0), 1), start_symbol, dtype=torch.long, device=src.device)   # (batch, 1)
+    done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)  # rows that produced the end symbol
+    for _ in range(max_len - 1):
+        out = model.decode(memory, src_mask, ys[:, -1:], None, cache)    # (batch, 1, d_model): the newest position
+        logp = model.generator(out[:, -1])                                # (batch, V)
+        next_word = logp.argmax(dim=-1) if pick is None else pick(logp)   # (batch,)
+        if end_symbol is not None:
+            next_word = next_word.masked_fill(done, fill); done = done | (next_word == end_symbol)
+        ys = torch.cat([ys, next_word[:, None]], dim=1)                   # (batch, t + 1)
+        if bool(done.all()): break
+    return ys
 
 # %% ../nbs/07_decoding.ipynb #0bf5cc77
 def gnmt_length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
@@ -24,107 +79,35 @@ def gnmt_length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
     divided by `lp`: `alpha = 0` is the raw sum, a larger `alpha` favours longer outputs."""
     return ((5.0 + length) / 6.0) ** alpha
 
-# %% ../nbs/07_decoding.ipynb #bddaa695
-def _stable_slots(parent: Tensor) -> Tensor:
-    """Rows for the survivors of a beam step. `parent` `(B, K)`: the beam each survivor extends, best survivor first.
-    Returns `slot` `(B, K)`, a permutation per source: a parent's best child stays in the parent's row, its other
-    children fill, in order, the rows of parents that left no child."""
-    B, K = parent.shape
-    same = parent[:, :, None] == parent[:, None, :]                                   # (B, K, K)
-    earlier = torch.ones(K, K, dtype=torch.bool, device=parent.device).tril(-1)       # [i, j]: j ranks before i
-    first = ~(same & earlier).any(-1)                                                 # (B, K): best child of its parent
-    taken = torch.zeros_like(parent).scatter_add(1, parent, first.long()) > 0         # (B, K): rows kept by a first child
-    free = torch.argsort(taken.to(torch.uint8), dim=1, stable=True)                  # (B, K): free rows first, in order
-    rank = ((~first).cumsum(1) - 1).clamp(min=0)                                      # (B, K): index among the others
-    return torch.where(first, parent, free.gather(1, rank))
-
-def _in_stable_rows(keep: Tensor, cand_parent: Tensor) -> Tensor:
-    "Reorder the survivors `keep` `(B, K)` (indices of candidates with parents `cand_parent`) into `_stable_slots`' rows."
-    slot = _stable_slots(cand_parent.gather(1, keep))
-    B, K = slot.shape
-    return keep.gather(1, torch.empty_like(slot).scatter_(1, slot, torch.arange(K, device=slot.device).expand(B, K)))
-
-def _reorder_rows(cache: list[dict], src_rows: Tensor) -> int:
-    """Make row `i` of every self-attention cache a copy of row `src_rows[i]` `(B*K,)`, copying only the rows that
-    change (in place: the cache belongs to the search). Returns how many rows moved."""
-    moved = (src_rows != torch.arange(src_rows.numel(), device=src_rows.device)).nonzero().squeeze(1)
-    if moved.numel():
-        for layer in cache: layer["self"].copy_rows(moved, src_rows[moved])
-    return moved.numel()
-
-# %% ../nbs/07_decoding.ipynb #a7c00003
-def _finished_pool(B: int, K: int, max_len: int, fill: int, device) -> dict:
-    "An empty pool of `K` finished hypotheses per source: ids `(B, K, max_len)`, scores, lengths, and a count."
-    return dict(seqs=torch.full((B, K, max_len), fill, dtype=torch.long, device=device), n=torch.zeros(B, dtype=torch.long,
-                device=device), scores=torch.full((B, K), float("-inf"), device=device), lens=torch.ones((B, K), dtype=torch.long, device=device))
-
-def _merge_finished(fin: dict, seqs: Tensor, top: Tensor, parent: Tensor, tok: Tensor, finish: Tensor, t: int,
-                    alpha: float, fill: int) -> None:
-    """Set the candidates marked in `finish` `(B, 2K)` (extending beam `parent` with `tok`, summed log-probability
-    `top`) aside in the finished pool `fin`: `seqs` `(B, K, max_len)`, `scores`, `lens` (best first), `n` (count)."""
-    B, K, max_len = fin["seqs"].shape
-    b_idx = torch.arange(B, device=seqs.device)[:, None]
-    new = torch.full((B, top.size(1), max_len), fill, dtype=torch.long, device=seqs.device)   # (B, 2K, max_len)
-    new[:, :, :t + 1] = torch.cat([seqs[b_idx, parent], tok[..., None]], dim=-1)
-    pool = torch.cat([fin["scores"], (top / gnmt_length_penalty(t, alpha)).masked_fill(~finish, float("-inf"))], 1)
-    fin["scores"], best = pool.topk(K, dim=-1)                                         # (B, K): keep the K best
-    fin["seqs"] = torch.cat([fin["seqs"], new], dim=1)[b_idx, best]                    # (B, K, max_len)
-    fin["lens"] = torch.cat([fin["lens"], torch.full_like(tok, t + 1)], dim=1).gather(1, best)
-    fin["n"] = fin["n"] + finish.sum(-1)
-
-def _best_hypotheses(fin: dict, seqs: Tensor, logp: Tensor, done: Tensor, alpha: float) -> tuple[Tensor, Tensor]:
-    """Per source, the best finished hypothesis, or the best alive one `seqs` `(B, K, L)` cut off by `max_len` where
-    the search had not stopped (`done`) and it scores better. Returns `(tokens, scores)`."""
-    B, L = seqs.size(0), seqs.size(-1)
-    alive = (logp / gnmt_length_penalty(L - 1, alpha)).masked_fill(done[:, None], float("-inf"))   # (B, K)
-    best_alive_score, best_alive = alive.max(-1)                                       # (B,)
-    take_alive = best_alive_score > fin["scores"][:, 0]
-    tokens = fin["seqs"][:, 0].clone()                                                 # (B, max_len)
-    tokens[take_alive, :L] = seqs[torch.arange(B, device=seqs.device), best_alive][take_alive]
-    scores = torch.where(take_alive, best_alive_score, fin["scores"][:, 0])
-    lengths = torch.where(take_alive, torch.full_like(fin["lens"][:, 0], L), fin["lens"][:, 0])
-    return tokens[:, :int(lengths.max())], scores
-
-# %% ../nbs/07_decoding.ipynb #ed60d7a7
+# %% ../nbs/07_decoding.ipynb #9eba56cf
 @torch.no_grad()
-def beam_search(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len: int, start_symbol: int,
-                end_symbol: int | None = None, beam_size: int = 4, length_penalty: float = 0.6, *,
-                pad_symbol: int | None = None, trace: list[dict] | None = None,
-                static_cache: bool = True) -> tuple[Tensor, Tensor]:
-    """Beam search over sources `(batch, src_len)`, ranked by summed log-probability / `gnmt_length_penalty`: returns
-    `(tokens, scores)`, padded like `greedy_decode` (`beam_size=1` gives its tokens); `trace`: a list for each step's beams."""
-    if beam_size < 1: raise ValueError(f"beam_size must be >= 1 (1 is greedy decoding), got {beam_size}.")
-    if max_len < 1: raise ValueError(f"max_len must be >= 1 (it counts the start symbol), got {max_len}.")
-    B, K, dev, ninf, lp = src.size(0), beam_size, src.device, float("-inf"), length_penalty
-    fill = [x for x in (pad_symbol, end_symbol, 0) if x is not None][0]   # without an end symbol all reach max_len
-    memory = model.encode(src, src_mask)                                       # (B, S, d_model), once per source
-    if src_mask is not None and bool(src_mask.all()): src_mask = None         # nothing to mask: the kernels' fast path
-    cache, b_idx = model.new_cache(max_len, static_cache), torch.arange(B, device=dev)[:, None]
-    seqs = torch.full((B, K, 1), start_symbol, dtype=torch.long, device=dev)  # alive hypotheses, (B, K, t)
-    logp = torch.full((B, K), ninf, device=dev); logp[:, 0] = 0.0             # their sums; one hypothesis at first
-    fin, done = _finished_pool(B, K, max_len, fill, dev), torch.zeros(B, dtype=torch.bool, device=dev)   # done: stopped
-    with id_checks_off(model):   # the source was checked by encode; the loop feeds back ids it chose itself
-        for t in range(1, max_len):                        # after this step, hypotheses hold t generated tokens
-            out = model.decode(memory, src_mask, seqs[:, :, -1].reshape(B * K, 1), None, cache)   # (B*K, 1, d_model)
-            step_logp = model.generator(out[:, -1]).float(); V = step_logp.size(-1)   # (B*K, V)
-            if end_symbol is not None and not 0 <= end_symbol < V:
-                raise ValueError(f"end_symbol={end_symbol} is outside the model's vocabulary [0, {V}).")
-            top, idx = (logp[..., None] + step_logp.view(B, -1, V)).view(B, -1).topk(min(2 * K, K * V), dim=-1)   # (B, 2K)
-            cand_parent, cand_tok = idx // V, idx % V                              # extends which beam, with what
-            is_end = (cand_tok == end_symbol) if end_symbol is not None else torch.zeros_like(top, dtype=torch.bool)
-            finish = is_end & (top > ninf) & ~done[:, None] & (torch.arange(top.size(1), device=dev) < K)   # top K only
-            if bool(finish.any()): _merge_finished(fin, seqs, top, cand_parent, cand_tok, finish, t, lp, fill)
-            _, keep = top.masked_fill(is_end, ninf).topk(K, dim=-1)                # (B, K): the best that did not end
-            keep = _in_stable_rows(keep, cand_parent)                              # parents' best children stay put
-            parent, logp = cand_parent.gather(1, keep), top.gather(1, keep)        # (B, K), per row
-            seqs = torch.cat([seqs[b_idx, parent], cand_tok.gather(1, keep)[..., None]], dim=-1)   # (B, K, t + 1)
-            moved = _reorder_rows(cache, (b_idx * K + parent).view(-1)) if t > 1 else 0   # at t = 1 all rows are equal
-            best_lp = max(gnmt_length_penalty(t + 1, lp), gnmt_length_penalty(max_len - 1, lp))
-            done = done | (fin["n"] >= K) | (fin["scores"][:, 0] >= logp.max(-1).values / best_lp)
-            if trace is not None: trace.append(dict(step=t, alive=seqs.clone(), alive_logp=logp.clone(), parent=parent.clone(),
-                rows_moved=moved, finished=fin["seqs"][:, :, :t + 1].clone(), finished_scores=fin["scores"].clone()))
-            if bool(done.all()): break
-    return _best_hypotheses(fin, seqs, logp, done, lp)
+def beam_search_one(model: EncoderDecoder, src: Tensor, max_len: int, start_symbol: int, end_symbol: int | None = None,
+                    beam_size: int = 4, length_penalty: float = 0.6, trace: list | None = None) -> tuple[list[int], float]:
+    """Beam search for one source `(1, src_len)`, without padding: the best hypothesis (ids from the start symbol on,
+    ending with `end_symbol` unless cut off at `max_len`) and its score, summed log-probability / `gnmt_length_penalty`."""
+    K, lp, ninf = beam_size, lambda n: gnmt_length_penalty(n, length_penalty), float("-inf")
+    memory, cache = model.encode(src, None).expand(K, -1, -1), new_cache(model)     # (K, S, d_model): one per beam
+    seqs = torch.full((K, 1), start_symbol, dtype=torch.long, device=src.device)    # alive hypotheses (K, t)
+    logp = torch.full((K,), ninf, device=src.device); logp[0] = 0.0                  # their sums; one at first
+    finished = []                                                     # (score, ids) of the finished hypotheses
+    for t in range(1, max_len):                                       # after this step, hypotheses hold t tokens
+        out = model.decode(memory, None, seqs[:, -1:], None, cache)                  # (K, 1, d_model)
+        cand = logp[:, None] + model.generator(out[:, -1]).float()                   # (K, V): each beam + each token
+        top, idx = cand.view(-1).topk(min(2 * K, cand.numel()))                      # the 2K best candidates
+        parent, tok = idx // cand.size(1), idx % cand.size(1)
+        ended = tok == (-1 if end_symbol is None else end_symbol)
+        for i in range(min(K, len(top))):                             # an end symbol among the K best finishes
+            if ended[i] and top[i] > ninf: finished.append((top[i].item() / lp(t), seqs[parent[i]].tolist() + [end_symbol]))
+        keep = (~ended).nonzero().squeeze(1)[:K]                      # the K best that did not end
+        for layer in cache: layer["self"].select_rows(parent[keep])   # each beam takes over its parent's past
+        seqs, logp = torch.cat([seqs[parent[keep]], tok[keep, None]], dim=1), top[keep]
+        if trace is not None: trace.append(dict(step=t, alive=seqs.tolist(), logp=logp.tolist(), finished=sorted(finished, reverse=True)))
+        best_reachable = logp.max().item() / max(lp(t + 1), lp(max_len - 1))   # the best an alive one can still score
+        if len(finished) >= K or (finished and max(finished)[0] >= best_reachable): break
+    else:                                                             # cut off at max_len: the alive compete too
+        finished += [(s / lp(max_len - 1), seq) for s, seq in zip(logp.tolist(), seqs.tolist())]
+    score, best = max(finished)
+    return best, score
 
 # %% ../nbs/07_decoding.ipynb #177d027c
 def check_sampling(temperature: float, top_k: int | None) -> None:
@@ -150,10 +133,10 @@ def sample(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len:
     """Random decoding of a batch, with the key/value cache: each token is drawn from the model's distribution with
     its log-probabilities divided by `temperature`, restricted to the `top_k` most likely tokens (all when None; ties
     with the k-th are kept).
-    Returns `(batch, length)` ids like `greedy_decode` (start symbol first, `pad_symbol`, default `end_symbol`, after
+    Returns `(batch, length)` ids like `cached_greedy_decode` (start symbol first, `pad_symbol`, default `end_symbol`, after
     the end). `generator` (on the model's device) makes the draws reproducible; `top_k=1` is greedy decoding."""
     if max_len < 1: raise ValueError(f"max_len must be >= 1 (it counts the start symbol), got {max_len}.")
     check_sampling(temperature, top_k)
     draw = lambda logp: pick_next(logp, temperature, top_k, generator)     # (batch, V) -> (batch,)
-    # chapter 6's loop (with the cache): only the choice of the next token differs
-    return greedy_decode(model, src, src_mask, max_len, start_symbol, end_symbol, pad_symbol=pad_symbol, pick=draw)
+    # the cached greedy loop: only the choice of the next token differs
+    return cached_greedy_decode(model, src, src_mask, max_len, start_symbol, end_symbol, pad_symbol=pad_symbol, pick=draw)
