@@ -14,13 +14,11 @@ from torch import Tensor
 
 from .model import EncoderDecoder
 from .training import greedy_decode   # chapter 6's plain loop; importable from here too
-from .kvcache import beam_search, fast_greedy_decode   # the library's versions (appendix 9b)
 
 # %% auto #0
-__all__ = ['KVCache', 'MemoryCache', 'new_cache', 'cached_greedy_decode', 'gnmt_length_penalty', 'beam_search_one',
-           'check_sampling', 'pick_next', 'sample']
+__all__ = ['KVCache', 'MemoryCache', 'new_cache', 'cached_greedy_decode', 'gnmt_length_penalty', 'beam_search_one', 'check_sampling', 'pick_next', 'sample', 'fast_greedy_decode', 'beam_search']
 
-# %% ../nbs/07_decoding.ipynb #31ab297e
+# %% ../nbs/07_decoding.ipynb #09527ea8
 class KVCache:
     "One self-attention layer's keys and values `k`, `v` `(batch, h, t, d_k)`, for the `t` positions decoded so far."
     def __init__(self): self.k = self.v = None
@@ -50,7 +48,7 @@ def new_cache(model: EncoderDecoder) -> list[dict]:
     "An empty cache for `model.decode`: `{'self': KVCache(), 'src': MemoryCache()}` for each decoder layer."
     return [{"self": KVCache(), "src": MemoryCache()} for _ in model.decoder.layers]
 
-# %% ../nbs/07_decoding.ipynb #aebf37e1
+# %% ../nbs/07_decoding.ipynb #669a350d
 @torch.no_grad()
 def cached_greedy_decode(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len: int, start_symbol: int,
                          end_symbol: int | None = None, *, pad_symbol: int | None = None,
@@ -79,7 +77,7 @@ def gnmt_length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
     divided by `lp`: `alpha = 0` is the raw sum, a larger `alpha` favours longer outputs."""
     return ((5.0 + length) / 6.0) ** alpha
 
-# %% ../nbs/07_decoding.ipynb #9eba56cf
+# %% ../nbs/07_decoding.ipynb #67554fac
 @torch.no_grad()
 def beam_search_one(model: EncoderDecoder, src: Tensor, max_len: int, start_symbol: int, end_symbol: int | None = None,
                     beam_size: int = 4, length_penalty: float = 0.6, trace: list | None = None) -> tuple[list[int], float]:
@@ -140,3 +138,148 @@ def sample(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len:
     draw = lambda logp: pick_next(logp, temperature, top_k, generator)     # (batch, V) -> (batch,)
     # the cached greedy loop: only the choice of the next token differs
     return cached_greedy_decode(model, src, src_mask, max_len, start_symbol, end_symbol, pad_symbol=pad_symbol, pick=draw)
+
+# %% ../nbs/9b_fast_decoding.ipynb #9d36e149
+from .embeddings import id_checks_off
+
+# %% ../nbs/9b_fast_decoding.ipynb #ec92e32b
+@torch.no_grad()
+def fast_greedy_decode(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len: int, start_symbol: int,
+                       end_symbol: int | None = None, *, pad_symbol: int | None = None,
+                       pick: Callable[[Tensor], Tensor] | None = None, static_cache: bool = True,
+                       drop_finished: bool = True) -> Tensor:
+    """Chapter 7's `cached_greedy_decode`, specialised; the same tokens `(batch, <= max_len)`, `pad_symbol` (default
+    `end_symbol`) after the end. `static_cache`: keys and values written in place into a buffer made for `max_len`
+    positions; `drop_finished`: finished rows leave the batch once a quarter of it has finished."""
+    if max_len < 1: raise ValueError(f"max_len must be >= 1 (it counts the start symbol), got {max_len}.")
+    B, dev = src.size(0), src.device
+    memory = model.encode(src, src_mask)                                       # (batch, src_len, d_model)
+    if src_mask is not None and bool(src_mask.all()): src_mask = None         # nothing to mask: the kernels' fast path
+    fill = end_symbol if pad_symbol is None else pad_symbol
+    ys = torch.full((B, max_len), 0 if fill is None else fill, dtype=torch.long, device=dev)   # the outputs
+    ys[:, 0] = start_symbol
+    rows = torch.arange(B, device=dev)       # the output row of each row still in the batch
+    done = torch.zeros(B, dtype=torch.bool, device=dev)   # rows in the batch that produced end_symbol
+    last, cache, t = ys[:, :1], model.new_cache(max_len, static_cache), 0   # last: (rows, 1), the newest tokens
+    with id_checks_off(model):   # the source was checked by encode; the loop feeds back ids it chose itself
+        for t in range(1, max_len):          # step t writes output position t
+            out = model.decode(memory, src_mask, last, None, cache)                # (rows, 1, d_model)
+            logp = model.generator(out[:, -1])                                    # (rows, vocab)
+            next_word = logp.argmax(dim=-1) if pick is None else pick(logp)        # (rows,)
+            if end_symbol is not None:
+                next_word = next_word.masked_fill(done, fill)
+                done = done | (next_word == end_symbol)
+            ys[rows, t] = next_word
+            last = next_word.unsqueeze(1)
+            if end_symbol is None: continue
+            n_done = int(done.sum())                                               # the one host sync per step
+            if n_done == done.numel(): break
+            if drop_finished and 4 * n_done >= done.numel():   # a quarter of the batch has finished: drop those rows
+                keep = (~done).nonzero().squeeze(1)
+                rows, done, last, memory = rows[keep], done[keep], last[keep], memory[keep]
+                if src_mask is not None and src_mask.size(0) > 1: src_mask = src_mask[keep]
+                for layer in cache:
+                    for part in layer.values(): part.select_rows(keep)
+    return ys[:, :t + 1]
+
+# %% ../nbs/9b_fast_decoding.ipynb #ee7a0588
+def _stable_slots(parent: Tensor) -> Tensor:
+    """Rows for the survivors of a beam step. `parent` `(B, K)`: the beam each survivor extends, best survivor first.
+    Returns `slot` `(B, K)`, a permutation per source: a parent's best child stays in the parent's row, its other
+    children fill, in order, the rows of parents that left no child."""
+    B, K = parent.shape
+    same = parent[:, :, None] == parent[:, None, :]                                   # (B, K, K)
+    earlier = torch.ones(K, K, dtype=torch.bool, device=parent.device).tril(-1)       # [i, j]: j ranks before i
+    first = ~(same & earlier).any(-1)                                                 # (B, K): best child of its parent
+    taken = torch.zeros_like(parent).scatter_add(1, parent, first.long()) > 0         # (B, K): rows kept by a first child
+    free = torch.argsort(taken.to(torch.uint8), dim=1, stable=True)                  # (B, K): free rows first, in order
+    rank = ((~first).cumsum(1) - 1).clamp(min=0)                                      # (B, K): index among the others
+    return torch.where(first, parent, free.gather(1, rank))
+
+def _in_stable_rows(keep: Tensor, cand_parent: Tensor) -> Tensor:
+    "Reorder the survivors `keep` `(B, K)` (indices of candidates with parents `cand_parent`) into `_stable_slots`' rows."
+    slot = _stable_slots(cand_parent.gather(1, keep))
+    B, K = slot.shape
+    return keep.gather(1, torch.empty_like(slot).scatter_(1, slot, torch.arange(K, device=slot.device).expand(B, K)))
+
+def _reorder_rows(cache: list[dict], src_rows: Tensor) -> int:
+    """Make row `i` of every self-attention cache a copy of row `src_rows[i]` `(B*K,)`, copying only the rows that
+    change (in place: the cache belongs to the search). Returns how many rows moved."""
+    moved = (src_rows != torch.arange(src_rows.numel(), device=src_rows.device)).nonzero().squeeze(1)
+    if moved.numel():
+        for layer in cache: layer["self"].copy_rows(moved, src_rows[moved])
+    return moved.numel()
+
+# %% ../nbs/9b_fast_decoding.ipynb #9d149fb6
+def _finished_pool(B: int, K: int, max_len: int, fill: int, device) -> dict:
+    "An empty pool of `K` finished hypotheses per source: ids `(B, K, max_len)`, scores, lengths, and a count."
+    return dict(seqs=torch.full((B, K, max_len), fill, dtype=torch.long, device=device), n=torch.zeros(B, dtype=torch.long,
+                device=device), scores=torch.full((B, K), float("-inf"), device=device), lens=torch.ones((B, K), dtype=torch.long, device=device))
+
+def _merge_finished(fin: dict, seqs: Tensor, top: Tensor, parent: Tensor, tok: Tensor, finish: Tensor, t: int,
+                    alpha: float, fill: int) -> None:
+    """Set the candidates marked in `finish` `(B, 2K)` (extending beam `parent` with `tok`, summed log-probability
+    `top`) aside in the finished pool `fin`: `seqs` `(B, K, max_len)`, `scores`, `lens` (best first), `n` (count)."""
+    B, K, max_len = fin["seqs"].shape
+    b_idx = torch.arange(B, device=seqs.device)[:, None]
+    new = torch.full((B, top.size(1), max_len), fill, dtype=torch.long, device=seqs.device)   # (B, 2K, max_len)
+    new[:, :, :t + 1] = torch.cat([seqs[b_idx, parent], tok[..., None]], dim=-1)
+    pool = torch.cat([fin["scores"], (top / gnmt_length_penalty(t, alpha)).masked_fill(~finish, float("-inf"))], 1)
+    fin["scores"], best = pool.topk(K, dim=-1)                                         # (B, K): keep the K best
+    fin["seqs"] = torch.cat([fin["seqs"], new], dim=1)[b_idx, best]                    # (B, K, max_len)
+    fin["lens"] = torch.cat([fin["lens"], torch.full_like(tok, t + 1)], dim=1).gather(1, best)
+    fin["n"] = fin["n"] + finish.sum(-1)
+
+def _best_hypotheses(fin: dict, seqs: Tensor, logp: Tensor, done: Tensor, alpha: float) -> tuple[Tensor, Tensor]:
+    """Per source, the best finished hypothesis, or the best alive one `seqs` `(B, K, L)` cut off by `max_len` where
+    the search had not stopped (`done`) and it scores better. Returns `(tokens, scores)`."""
+    B, L = seqs.size(0), seqs.size(-1)
+    alive = (logp / gnmt_length_penalty(L - 1, alpha)).masked_fill(done[:, None], float("-inf"))   # (B, K)
+    best_alive_score, best_alive = alive.max(-1)                                       # (B,)
+    take_alive = best_alive_score > fin["scores"][:, 0]
+    tokens = fin["seqs"][:, 0].clone()                                                 # (B, max_len)
+    tokens[take_alive, :L] = seqs[torch.arange(B, device=seqs.device), best_alive][take_alive]
+    scores = torch.where(take_alive, best_alive_score, fin["scores"][:, 0])
+    lengths = torch.where(take_alive, torch.full_like(fin["lens"][:, 0], L), fin["lens"][:, 0])
+    return tokens[:, :int(lengths.max())], scores
+
+# %% ../nbs/9b_fast_decoding.ipynb #1fbc333b
+@torch.no_grad()
+def beam_search(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len: int, start_symbol: int,
+                end_symbol: int | None = None, beam_size: int = 4, length_penalty: float = 0.6, *,
+                pad_symbol: int | None = None, trace: list[dict] | None = None,
+                static_cache: bool = True) -> tuple[Tensor, Tensor]:
+    """Chapter 7's `beam_search_one` for a batch of sources `(batch, src_len)`: returns `(tokens, scores)`, the tokens
+    padded like greedy decoding's (`beam_size=1` gives its tokens); `trace`: a list that receives each step's beams."""
+    if beam_size < 1: raise ValueError(f"beam_size must be >= 1 (1 is greedy decoding), got {beam_size}.")
+    if max_len < 1: raise ValueError(f"max_len must be >= 1 (it counts the start symbol), got {max_len}.")
+    B, K, dev, ninf, lp = src.size(0), beam_size, src.device, float("-inf"), length_penalty
+    fill = [x for x in (pad_symbol, end_symbol, 0) if x is not None][0]   # without an end symbol all reach max_len
+    memory = model.encode(src, src_mask)                                       # (B, S, d_model), once per source
+    if src_mask is not None and bool(src_mask.all()): src_mask = None         # nothing to mask: the kernels' fast path
+    cache, b_idx = model.new_cache(max_len, static_cache), torch.arange(B, device=dev)[:, None]
+    seqs = torch.full((B, K, 1), start_symbol, dtype=torch.long, device=dev)  # alive hypotheses, (B, K, t)
+    logp = torch.full((B, K), ninf, device=dev); logp[:, 0] = 0.0             # their sums; one hypothesis at first
+    fin, done = _finished_pool(B, K, max_len, fill, dev), torch.zeros(B, dtype=torch.bool, device=dev)   # done: stopped
+    with id_checks_off(model):   # the source was checked by encode; the loop feeds back ids it chose itself
+        for t in range(1, max_len):                        # after this step, hypotheses hold t generated tokens
+            out = model.decode(memory, src_mask, seqs[:, :, -1].reshape(B * K, 1), None, cache)   # (B*K, 1, d_model)
+            step_logp = model.generator(out[:, -1]).float(); V = step_logp.size(-1)   # (B*K, V)
+            if end_symbol is not None and not 0 <= end_symbol < V:
+                raise ValueError(f"end_symbol={end_symbol} is outside the model's vocabulary [0, {V}).")
+            top, idx = (logp[..., None] + step_logp.view(B, -1, V)).view(B, -1).topk(min(2 * K, K * V), dim=-1)   # (B, 2K)
+            cand_parent, cand_tok = idx // V, idx % V                              # extends which beam, with what
+            is_end = (cand_tok == end_symbol) if end_symbol is not None else torch.zeros_like(top, dtype=torch.bool)
+            finish = is_end & (top > ninf) & ~done[:, None] & (torch.arange(top.size(1), device=dev) < K)   # top K only
+            if bool(finish.any()): _merge_finished(fin, seqs, top, cand_parent, cand_tok, finish, t, lp, fill)
+            _, keep = top.masked_fill(is_end, ninf).topk(K, dim=-1)                # (B, K): the best that did not end
+            keep = _in_stable_rows(keep, cand_parent)                              # parents' best children stay put
+            parent, logp = cand_parent.gather(1, keep), top.gather(1, keep)        # (B, K), per row
+            seqs = torch.cat([seqs[b_idx, parent], cand_tok.gather(1, keep)[..., None]], dim=-1)   # (B, K, t + 1)
+            moved = _reorder_rows(cache, (b_idx * K + parent).view(-1)) if t > 1 else 0   # at t = 1 all rows are equal
+            best_lp = max(gnmt_length_penalty(t + 1, lp), gnmt_length_penalty(max_len - 1, lp))
+            done = done | (fin["n"] >= K) | (fin["scores"][:, 0] >= logp.max(-1).values / best_lp)
+            if trace is not None: trace.append(dict(step=t, alive=seqs.clone(), alive_logp=logp.clone(), parent=parent.clone(),
+                rows_moved=moved, finished=fin["seqs"][:, :, :t + 1].clone(), finished_scores=fin["scores"].clone()))
+            if bool(done.all()): break
+    return _best_hypotheses(fin, seqs, logp, done, lp)

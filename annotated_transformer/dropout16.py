@@ -11,22 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
 
-from .data import load_result
-
 # %% auto #0
-__all__ = ['PRECISION_CURVES', 'precision_curves_run', 'Dropout16', 'use_dropout16']
-
-# %% ../nbs/9d_going_big_measured.ipynb #8b6b367f
-PRECISION_CURVES = {"cpu": "precision_curves-amd-epyc-2cores.json",              # a 2-core AMD EPYC VM, emulated bf16
-                    "cuda": "precision_curves-nvidia-h100-80gb-hbm3.json"}       # one NVIDIA H100
-
-def precision_curves_run(device: str = "cpu") -> dict | None:
-    """The stored run of `bench/precision_curves.py` that chapter 8 plots: the copy task trained from the same weights
-    and batches in several precisions, its loss per step and exact match in each. `"cpu"`: fp32 and bf16, chapter 6's
-    cured recipe, on a 2-core AMD EPYC; `"cuda"`: fp32, TF32, bf16 and fp16 with a `GradScaler`, the post-norm
-    recipe, on an NVIDIA H100. None, with a note, where the stored result cannot be had."""
-    if device not in PRECISION_CURVES: raise ValueError(f"device must be one of {', '.join(PRECISION_CURVES)}, got {device!r}.")
-    return load_result(PRECISION_CURVES[device])
+__all__ = ['Dropout16', 'use_dropout16']
 
 # %% ../nbs/9d_going_big_measured.ipynb #151e333f
 class _Dropout16(torch.autograd.Function):
@@ -59,6 +45,7 @@ class Dropout16(nn.Dropout):
         threshold = round(self.p * 65536) - 32768                 # keep where r >= threshold
         return _Dropout16.apply(x, threshold, 1.0 / (1.0 - self.p))
 
+# %% ../nbs/9d_going_big_measured.ipynb #32d8df7e
 def use_dropout16(model: nn.Module) -> nn.Module:
     "Replace every `nn.Dropout` module inside `model` (in place) by a `Dropout16` with the same `p`; returns `model`."
     if not isinstance(model, nn.Module):

@@ -34,7 +34,7 @@ import inspect
 
 import torch
 
-from annotated_transformer.kvcache import beam_search, fast_greedy_decode
+from annotated_transformer.decoding import beam_search, fast_greedy_decode
 from annotated_transformer.model import make_model
 from annotated_transformer.training import greedy_decode   # chapter 6's: the naive decoder
 
