@@ -7,15 +7,68 @@ Docs: https://annotated-transformer.github.io/annotated-transformer/decoding.htm
 # %% ../nbs/07_decoding.ipynb #f0fd0c05
 from __future__ import annotations
 
+from typing import Callable
+
 import torch
 from torch import Tensor
 
-from .embeddings import id_checks_off
 from .model import EncoderDecoder
-from .training import greedy_decode   # chapter 6's, with the cache; importable from here too
+from .training import greedy_decode   # chapter 6's plain loop; importable from here too
 
 # %% auto #0
-__all__ = ['gnmt_length_penalty', 'beam_search', 'check_sampling', 'pick_next', 'sample']
+__all__ = ['KVCache', 'MemoryCache', 'new_cache', 'cached_greedy_decode', 'gnmt_length_penalty', 'beam_search_one', 'check_sampling', 'pick_next', 'sample', 'fast_greedy_decode', 'beam_search']
+
+# %% ../nbs/07_decoding.ipynb #09527ea8
+class KVCache:
+    "One self-attention layer's keys and values `k`, `v` `(batch, h, t, d_k)`, for the `t` positions decoded so far."
+    def __init__(self): self.k = self.v = None
+
+    def __len__(self) -> int: return 0 if self.k is None else self.k.size(2)
+
+    def update(self, project: Callable[[], tuple[Tensor, Tensor]]) -> tuple[Tensor, Tensor]:
+        "Append this step's keys and values, `project()`'s `(batch, h, 1, d_k)`, and return all of them."
+        k, v = project()
+        if self.k is not None: k, v = torch.cat([self.k, k], dim=2), torch.cat([self.v, v], dim=2)
+        self.k, self.v = k, v
+        return k, v
+
+    def select_rows(self, rows: Tensor) -> None:
+        "Keep the batch rows `rows` (1-d indices, in their order; one may repeat): beams take over their parents' past."
+        if self.k is not None: self.k, self.v = self.k[rows], self.v[rows]
+
+class MemoryCache:
+    "Cross-attention's keys and values `(batch, h, src_len, d_k)`: the memory never changes, so they are projected once."
+    def __init__(self): self.k = self.v = None
+
+    def update(self, project: Callable[[], tuple[Tensor, Tensor]]) -> tuple[Tensor, Tensor]:
+        if self.k is None: self.k, self.v = project()
+        return self.k, self.v
+
+def new_cache(model: EncoderDecoder) -> list[dict]:
+    "An empty cache for `model.decode`: `{'self': KVCache(), 'src': MemoryCache()}` for each decoder layer."
+    return [{"self": KVCache(), "src": MemoryCache()} for _ in model.decoder.layers]
+
+# %% ../nbs/07_decoding.ipynb #669a350d
+@torch.no_grad()
+def cached_greedy_decode(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len: int, start_symbol: int,
+                         end_symbol: int | None = None, *, pad_symbol: int | None = None,
+                         pick: Callable[[Tensor], Tensor] | None = None) -> Tensor:
+    """Chapter 6's `greedy_decode` with a key/value cache: each step feeds only the newest token `(batch, 1)`.
+    `pick` chooses the next token from the log-probabilities `(batch, V)` (default: the most likely)."""
+    if max_len < 1: raise ValueError(f"max_len must be >= 1 (it counts the start symbol), got {max_len}.")
+    memory, cache = model.encode(src, src_mask), new_cache(model)        # (batch, src_len, d_model)
+    fill = end_symbol if pad_symbol is None else pad_symbol               # what a row emits after its end symbol
+    ys = torch.full((src.size(0), 1), start_symbol, dtype=torch.long, device=src.device)   # (batch, 1)
+    done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)  # rows that produced the end symbol
+    for _ in range(max_len - 1):
+        out = model.decode(memory, src_mask, ys[:, -1:], None, cache)    # (batch, 1, d_model): the newest position
+        logp = model.generator(out[:, -1])                                # (batch, V)
+        next_word = logp.argmax(dim=-1) if pick is None else pick(logp)   # (batch,)
+        if end_symbol is not None:
+            next_word = next_word.masked_fill(done, fill); done = done | (next_word == end_symbol)
+        ys = torch.cat([ys, next_word[:, None]], dim=1)                   # (batch, t + 1)
+        if bool(done.all()): break
+    return ys
 
 # %% ../nbs/07_decoding.ipynb #0bf5cc77
 def gnmt_length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
@@ -24,7 +77,112 @@ def gnmt_length_penalty(length: Tensor | int, alpha: float) -> Tensor | float:
     divided by `lp`: `alpha = 0` is the raw sum, a larger `alpha` favours longer outputs."""
     return ((5.0 + length) / 6.0) ** alpha
 
-# %% ../nbs/07_decoding.ipynb #bddaa695
+# %% ../nbs/07_decoding.ipynb #67554fac
+@torch.no_grad()
+def beam_search_one(model: EncoderDecoder, src: Tensor, max_len: int, start_symbol: int, end_symbol: int | None = None,
+                    beam_size: int = 4, length_penalty: float = 0.6, trace: list | None = None) -> tuple[list[int], float]:
+    """Beam search for one source `(1, src_len)`, without padding: the best hypothesis (ids from the start symbol on,
+    ending with `end_symbol` unless cut off at `max_len`) and its score, summed log-probability / `gnmt_length_penalty`."""
+    K, lp, ninf = beam_size, lambda n: gnmt_length_penalty(n, length_penalty), float("-inf")
+    memory, cache = model.encode(src, None).expand(K, -1, -1), new_cache(model)     # (K, S, d_model): one per beam
+    seqs = torch.full((K, 1), start_symbol, dtype=torch.long, device=src.device)    # alive hypotheses (K, t)
+    logp = torch.full((K,), ninf, device=src.device); logp[0] = 0.0                  # their sums; one at first
+    finished = []                                                     # (score, ids) of the finished hypotheses
+    for t in range(1, max_len):                                       # after this step, hypotheses hold t tokens
+        out = model.decode(memory, None, seqs[:, -1:], None, cache)                  # (K, 1, d_model)
+        cand = logp[:, None] + model.generator(out[:, -1]).float()                   # (K, V): each beam + each token
+        top, idx = cand.view(-1).topk(min(2 * K, cand.numel()))                      # the 2K best candidates
+        parent, tok = idx // cand.size(1), idx % cand.size(1)
+        ended = tok == (-1 if end_symbol is None else end_symbol)
+        for i in range(min(K, len(top))):                             # an end symbol among the K best finishes
+            if ended[i] and top[i] > ninf: finished.append((top[i].item() / lp(t), seqs[parent[i]].tolist() + [end_symbol]))
+        keep = (~ended).nonzero().squeeze(1)[:K]                      # the K best that did not end
+        for layer in cache: layer["self"].select_rows(parent[keep])   # each beam takes over its parent's past
+        seqs, logp = torch.cat([seqs[parent[keep]], tok[keep, None]], dim=1), top[keep]
+        if trace is not None: trace.append(dict(step=t, alive=seqs.tolist(), logp=logp.tolist(), finished=sorted(finished, reverse=True)))
+        best_reachable = logp.max().item() / max(lp(t + 1), lp(max_len - 1))   # the best an alive one can still score
+        if len(finished) >= K or (finished and max(finished)[0] >= best_reachable): break
+    else:                                                             # cut off at max_len: the alive compete too
+        finished += [(s / lp(max_len - 1), seq) for s, seq in zip(logp.tolist(), seqs.tolist())]
+    score, best = max(finished)
+    return best, score
+
+# %% ../nbs/07_decoding.ipynb #177d027c
+def check_sampling(temperature: float, top_k: int | None) -> None:
+    "A `ValueError` for a temperature that is not positive or a `top_k` below 1."
+    if not temperature > 0:
+        raise ValueError(f"temperature must be > 0, got {temperature}; use top_k=1 for greedy decoding.")
+    if top_k is not None and top_k < 1: raise ValueError(f"top_k must be >= 1 or None (no cut), got {top_k}.")
+
+def pick_next(logp: Tensor, temperature: float = 1.0, top_k: int | None = None,
+              generator: torch.Generator | None = None) -> Tensor:
+    """Draw one token per row of the log-probabilities `logp` `(batch, V)`: from the distribution with log p divided
+    by `temperature`, restricted to the `top_k` most likely tokens (all when None; ties with the k-th are kept)."""
+    scores = logp.float() / temperature                                    # log p / T
+    if top_k is not None and top_k < scores.size(-1):
+        kth = scores.topk(top_k, dim=-1).values[:, -1:]                    # (batch, 1): the k-th largest
+        scores = scores.masked_fill(scores < kth, float("-inf"))
+    return torch.multinomial(scores.softmax(-1), 1, generator=generator).squeeze(1)   # (batch,)
+
+@torch.no_grad()
+def sample(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len: int, start_symbol: int,
+           end_symbol: int | None = None, *, temperature: float = 1.0, top_k: int | None = None,
+           pad_symbol: int | None = None, generator: torch.Generator | None = None) -> Tensor:
+    """Random decoding of a batch, with the key/value cache: each token is drawn from the model's distribution with
+    its log-probabilities divided by `temperature`, restricted to the `top_k` most likely tokens (all when None; ties
+    with the k-th are kept).
+    Returns `(batch, length)` ids like `cached_greedy_decode` (start symbol first, `pad_symbol`, default `end_symbol`, after
+    the end). `generator` (on the model's device) makes the draws reproducible; `top_k=1` is greedy decoding."""
+    if max_len < 1: raise ValueError(f"max_len must be >= 1 (it counts the start symbol), got {max_len}.")
+    check_sampling(temperature, top_k)
+    draw = lambda logp: pick_next(logp, temperature, top_k, generator)     # (batch, V) -> (batch,)
+    # the cached greedy loop: only the choice of the next token differs
+    return cached_greedy_decode(model, src, src_mask, max_len, start_symbol, end_symbol, pad_symbol=pad_symbol, pick=draw)
+
+# %% ../nbs/9b_fast_decoding.ipynb #9d36e149
+from .embeddings import id_checks_off
+
+# %% ../nbs/9b_fast_decoding.ipynb #ec92e32b
+@torch.no_grad()
+def fast_greedy_decode(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len: int, start_symbol: int,
+                       end_symbol: int | None = None, *, pad_symbol: int | None = None,
+                       pick: Callable[[Tensor], Tensor] | None = None, static_cache: bool = True,
+                       drop_finished: bool = True) -> Tensor:
+    """Chapter 7's `cached_greedy_decode`, specialised; the same tokens `(batch, <= max_len)`, `pad_symbol` (default
+    `end_symbol`) after the end. `static_cache`: keys and values written in place into a buffer made for `max_len`
+    positions; `drop_finished`: finished rows leave the batch once a quarter of it has finished."""
+    if max_len < 1: raise ValueError(f"max_len must be >= 1 (it counts the start symbol), got {max_len}.")
+    B, dev = src.size(0), src.device
+    memory = model.encode(src, src_mask)                                       # (batch, src_len, d_model)
+    if src_mask is not None and bool(src_mask.all()): src_mask = None         # nothing to mask: the kernels' fast path
+    fill = end_symbol if pad_symbol is None else pad_symbol
+    ys = torch.full((B, max_len), 0 if fill is None else fill, dtype=torch.long, device=dev)   # the outputs
+    ys[:, 0] = start_symbol
+    rows = torch.arange(B, device=dev)       # the output row of each row still in the batch
+    done = torch.zeros(B, dtype=torch.bool, device=dev)   # rows in the batch that produced end_symbol
+    last, cache, t = ys[:, :1], model.new_cache(max_len, static_cache), 0   # last: (rows, 1), the newest tokens
+    with id_checks_off(model):   # the source was checked by encode; the loop feeds back ids it chose itself
+        for t in range(1, max_len):          # step t writes output position t
+            out = model.decode(memory, src_mask, last, None, cache)                # (rows, 1, d_model)
+            logp = model.generator(out[:, -1])                                    # (rows, vocab)
+            next_word = logp.argmax(dim=-1) if pick is None else pick(logp)        # (rows,)
+            if end_symbol is not None:
+                next_word = next_word.masked_fill(done, fill)
+                done = done | (next_word == end_symbol)
+            ys[rows, t] = next_word
+            last = next_word.unsqueeze(1)
+            if end_symbol is None: continue
+            n_done = int(done.sum())                                               # the one host sync per step
+            if n_done == done.numel(): break
+            if drop_finished and 4 * n_done >= done.numel():   # a quarter of the batch has finished: drop those rows
+                keep = (~done).nonzero().squeeze(1)
+                rows, done, last, memory = rows[keep], done[keep], last[keep], memory[keep]
+                if src_mask is not None and src_mask.size(0) > 1: src_mask = src_mask[keep]
+                for layer in cache:
+                    for part in layer.values(): part.select_rows(keep)
+    return ys[:, :t + 1]
+
+# %% ../nbs/9b_fast_decoding.ipynb #ee7a0588
 def _stable_slots(parent: Tensor) -> Tensor:
     """Rows for the survivors of a beam step. `parent` `(B, K)`: the beam each survivor extends, best survivor first.
     Returns `slot` `(B, K)`, a permutation per source: a parent's best child stays in the parent's row, its other
@@ -52,7 +210,7 @@ def _reorder_rows(cache: list[dict], src_rows: Tensor) -> int:
         for layer in cache: layer["self"].copy_rows(moved, src_rows[moved])
     return moved.numel()
 
-# %% ../nbs/07_decoding.ipynb #a7c00003
+# %% ../nbs/9b_fast_decoding.ipynb #9d149fb6
 def _finished_pool(B: int, K: int, max_len: int, fill: int, device) -> dict:
     "An empty pool of `K` finished hypotheses per source: ids `(B, K, max_len)`, scores, lengths, and a count."
     return dict(seqs=torch.full((B, K, max_len), fill, dtype=torch.long, device=device), n=torch.zeros(B, dtype=torch.long,
@@ -85,14 +243,14 @@ def _best_hypotheses(fin: dict, seqs: Tensor, logp: Tensor, done: Tensor, alpha:
     lengths = torch.where(take_alive, torch.full_like(fin["lens"][:, 0], L), fin["lens"][:, 0])
     return tokens[:, :int(lengths.max())], scores
 
-# %% ../nbs/07_decoding.ipynb #ed60d7a7
+# %% ../nbs/9b_fast_decoding.ipynb #1fbc333b
 @torch.no_grad()
 def beam_search(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len: int, start_symbol: int,
                 end_symbol: int | None = None, beam_size: int = 4, length_penalty: float = 0.6, *,
                 pad_symbol: int | None = None, trace: list[dict] | None = None,
                 static_cache: bool = True) -> tuple[Tensor, Tensor]:
-    """Beam search over sources `(batch, src_len)`, ranked by summed log-probability / `gnmt_length_penalty`: returns
-    `(tokens, scores)`, padded like `greedy_decode` (`beam_size=1` gives its tokens); `trace`: a list for each step's beams."""
+    """Chapter 7's `beam_search_one` for a batch of sources `(batch, src_len)`: returns `(tokens, scores)`, the tokens
+    padded like greedy decoding's (`beam_size=1` gives its tokens); `trace`: a list that receives each step's beams."""
     if beam_size < 1: raise ValueError(f"beam_size must be >= 1 (1 is greedy decoding), got {beam_size}.")
     if max_len < 1: raise ValueError(f"max_len must be >= 1 (it counts the start symbol), got {max_len}.")
     B, K, dev, ninf, lp = src.size(0), beam_size, src.device, float("-inf"), length_penalty
@@ -125,35 +283,3 @@ def beam_search(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max
                 rows_moved=moved, finished=fin["seqs"][:, :, :t + 1].clone(), finished_scores=fin["scores"].clone()))
             if bool(done.all()): break
     return _best_hypotheses(fin, seqs, logp, done, lp)
-
-# %% ../nbs/07_decoding.ipynb #177d027c
-def check_sampling(temperature: float, top_k: int | None) -> None:
-    "A `ValueError` for a temperature that is not positive or a `top_k` below 1."
-    if not temperature > 0:
-        raise ValueError(f"temperature must be > 0, got {temperature}; use top_k=1 for greedy decoding.")
-    if top_k is not None and top_k < 1: raise ValueError(f"top_k must be >= 1 or None (no cut), got {top_k}.")
-
-def pick_next(logp: Tensor, temperature: float = 1.0, top_k: int | None = None,
-              generator: torch.Generator | None = None) -> Tensor:
-    """Draw one token per row of the log-probabilities `logp` `(batch, V)`: from the distribution with log p divided
-    by `temperature`, restricted to the `top_k` most likely tokens (all when None; ties with the k-th are kept)."""
-    scores = logp.float() / temperature                                    # log p / T
-    if top_k is not None and top_k < scores.size(-1):
-        kth = scores.topk(top_k, dim=-1).values[:, -1:]                    # (batch, 1): the k-th largest
-        scores = scores.masked_fill(scores < kth, float("-inf"))
-    return torch.multinomial(scores.softmax(-1), 1, generator=generator).squeeze(1)   # (batch,)
-
-@torch.no_grad()
-def sample(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len: int, start_symbol: int,
-           end_symbol: int | None = None, *, temperature: float = 1.0, top_k: int | None = None,
-           pad_symbol: int | None = None, generator: torch.Generator | None = None) -> Tensor:
-    """Random decoding of a batch, with the key/value cache: each token is drawn from the model's distribution with
-    its log-probabilities divided by `temperature`, restricted to the `top_k` most likely tokens (all when None; ties
-    with the k-th are kept).
-    Returns `(batch, length)` ids like `greedy_decode` (start symbol first, `pad_symbol`, default `end_symbol`, after
-    the end). `generator` (on the model's device) makes the draws reproducible; `top_k=1` is greedy decoding."""
-    if max_len < 1: raise ValueError(f"max_len must be >= 1 (it counts the start symbol), got {max_len}.")
-    check_sampling(temperature, top_k)
-    draw = lambda logp: pick_next(logp, temperature, top_k, generator)     # (batch, V) -> (batch,)
-    # chapter 6's loop (with the cache): only the choice of the next token differs
-    return greedy_decode(model, src, src_mask, max_len, start_symbol, end_symbol, pad_symbol=pad_symbol, pick=draw)

@@ -45,6 +45,7 @@ class Dropout16(nn.Dropout):
         threshold = round(self.p * 65536) - 32768                 # keep where r >= threshold
         return _Dropout16.apply(x, threshold, 1.0 / (1.0 - self.p))
 
+# %% ../nbs/9d_going_big_measured.ipynb #32d8df7e
 def use_dropout16(model: nn.Module) -> nn.Module:
     "Replace every `nn.Dropout` module inside `model` (in place) by a `Dropout16` with the same `p`; returns `model`."
     if not isinstance(model, nn.Module):

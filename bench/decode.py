@@ -3,8 +3,9 @@
 A model of width 256 with 3 layers of each kind, 8 heads, d_ff 1024 and a 1,000-token vocabulary (untrained: decoding
 speed does not depend on the weights' values) decodes random 32-token sources, in eval mode, without an end symbol so
 that every output runs to its full length. For batches of 32 and 1 and outputs of 16, 64 and 128 tokens it measures
-greedy decoding without the cache (`use_cache=False`: the whole prefix every step), with it, and beam search with 4
-beams, and reports generated tokens per second (batch x output tokens / seconds, median of `--repeats` runs).
+greedy decoding without the cache (chapter 6's `greedy_decode`: the whole prefix every step), with it (the
+library's `fast_greedy_decode`), and beam search with 4 beams (the library's batched `beam_search`), and reports
+generated tokens per second (batch x output tokens / seconds, median of `--repeats` runs).
 
     python bench/decode.py                       # torch's default number of threads
     python bench/decode.py --threads 1,2         # one run per thread count, in one JSON file
@@ -29,11 +30,16 @@ import sys
 import time
 from pathlib import Path
 
+import inspect
+
 import torch
 
-from annotated_transformer.decoding import beam_search
+from annotated_transformer.decoding import beam_search, fast_greedy_decode
 from annotated_transformer.model import make_model
-from annotated_transformer.training import greedy_decode
+from annotated_transformer.training import greedy_decode   # chapter 6's: the naive decoder
+
+# chapter 6's greedy_decode without the cache (where it has a `use_cache` switch, turned off)
+NAIVE = {"use_cache": False} if "use_cache" in inspect.signature(greedy_decode).parameters else {}
 
 MODEL = dict(N=3, d_model=256, d_ff=1024, h=8, dropout=0.1)
 VOCAB, SRC_LEN, START = 1000, 32, 1
@@ -84,7 +90,8 @@ def run(threads: int, repeats: int, device: str = "cpu") -> dict:
         for batch in BATCHES:
             src = torch.randint(2, VOCAB, (batch, SRC_LEN), generator=gen).to(device)   # no padding: every row is full
             src_mask = torch.ones(batch, 1, SRC_LEN, dtype=torch.bool, device=device)
-            greedy = lambda n, cache: greedy_decode(model, src, src_mask, n + 1, START, use_cache=cache)
+            greedy = lambda n, cache: (fast_greedy_decode(model, src, src_mask, n + 1, START) if cache
+                                       else greedy_decode(model, src, src_mask, n + 1, START, **NAIVE))
             beam = lambda n: beam_search(model, src, src_mask, n + 1, START, beam_size=BEAM_SIZE)
             greedy(8, True); greedy(8, False); beam(8)                         # warm-up
             for n in LENGTHS:
@@ -139,7 +146,7 @@ def versus_peer(threads: int, repeats: int, device: str = "cpu") -> dict:
     b, n, k = PEER["batch"], PEER["new_tokens"], PEER["beam"]
     attn = torch.ones_like(src)
     fns = {
-        "ours_greedy": lambda: greedy_decode(ours, src, src_mask, n + 1, START),
+        "ours_greedy": lambda: fast_greedy_decode(ours, src, src_mask, n + 1, START),
         "peer_greedy": lambda: peer.generate(input_ids=src, attention_mask=attn, max_new_tokens=n, min_new_tokens=n,
                                              num_beams=1, do_sample=False),
         "ours_beam": lambda: beam_search(ours, src, src_mask, n + 1, START, beam_size=k)[0],
@@ -191,9 +198,9 @@ def ablation(threads: int, repeats: int, device: str = "cpu") -> dict:
     kinds = {"greedy": n, "beam": n, f"greedy_{LONG}": LONG}
     def fns(step):
         kw = configure(step)
-        return {"greedy": lambda: greedy_decode(ours, src, src_mask, n + 1, START, **kw),
+        return {"greedy": lambda: fast_greedy_decode(ours, src, src_mask, n + 1, START, **kw),
                 "beam": lambda: beam_search(ours, src, src_mask, n + 1, START, beam_size=k, **kw)[0],
-                f"greedy_{LONG}": lambda: greedy_decode(ours, src, src_mask, LONG + 1, START, **kw)}
+                f"greedy_{LONG}": lambda: fast_greedy_decode(ours, src, src_mask, LONG + 1, START, **kw)}
     load_before = os.getloadavg()
     times = {(s, kind): [] for s in range(len(STEPS)) for kind in kinds}
     with torch.inference_mode():
@@ -232,15 +239,16 @@ def finished_rows(data_dir: str, threads: int, repeats: int, n: int = 1000, batc
     torch.set_num_threads(threads)
     model, task = load_pretrained("multi30k-small")
     sentences = [de for de, _ in load_multi30k("test2016", data_dir)[:n]]
-    runs = {drop: functools.partial(greedy_decode, drop_finished=drop) for drop in (True, False)}
-    times, outs = {True: [], False: []}, {}
+    runs = {drop: functools.partial(fast_greedy_decode, drop_finished=drop) for drop in (True, False)}
+    name = "fast_greedy_decode" if hasattr(translation, "fast_greedy_decode") else "greedy_decode"   # what translate calls
+    times, outs, before = {True: [], False: []}, {}, getattr(translation, name)
     with torch.inference_mode():
         for _ in range(repeats):
             for drop, fn in runs.items():
-                translation.greedy_decode = fn
+                setattr(translation, name, fn)
                 t0 = time.perf_counter(); outs[drop] = translate(model, task.tokenizer, sentences, batch_size=batch)
                 times[drop].append(time.perf_counter() - t0)
-    translation.greedy_decode = greedy_decode
+    setattr(translation, name, before)
     assert outs[True] == outs[False]
     r = dict(threads=threads, sentences=len(sentences), batch=batch,
              **{f"{'drop' if d else 'keep'}_sent_s": len(sentences) / statistics.median(t) for d, t in times.items()})
@@ -255,8 +263,8 @@ def bare_greedy(model, src: torch.Tensor, max_len: int, compiled: bool = False) 
     projections, attention over the cached keys and values, the layer norms, the output projection, the argmax) called
     directly on the weights of `model` (post-norm, no source mask), with no modules, checks, branches or log-softmax.
     `compiled`: the step is `torch.compile`d, with static shapes (attention over the whole preallocated cache, the
-    positions not yet written masked). What is left between this and `greedy_decode` is the library's overhead;
-    what is left between this and the peer is work both must do. Returns the same tokens as `greedy_decode`."""
+    positions not yet written masked). What is left between this and `fast_greedy_decode` is the library's overhead;
+    what is left between this and the peer is work both must do. Returns the same tokens as `fast_greedy_decode`."""
     import math
     import torch.nn.functional as F
     assert not model.config.get("norm_first"), "bare_greedy follows the post-norm layer"
@@ -294,13 +302,13 @@ def bare_greedy(model, src: torch.Tensor, max_len: int, compiled: bool = False) 
 
 
 def floor(threads: int, repeats: int, device: str = "cpu", compiled: bool = True) -> dict:
-    """Ours (`greedy_decode`), the bare step (`bare_greedy`, eager and, if `compiled`, compiled) and
+    """Ours (`fast_greedy_decode`), the bare step (`bare_greedy`, eager and, if `compiled`, compiled) and
     `MarianMTModel.generate` at the sizes of the side-by-side comparison, greedy, interleaved; the bare steps must
     give ours' tokens. How far the library is from the floor, and how far the floor is from the peer."""
     ours, src, src_mask = side_by_side_inputs(threads, device)
     peer = marian_peer(device)
     b, n = PEER["batch"], PEER["new_tokens"]
-    fns = {"ours": lambda: greedy_decode(ours, src, src_mask, n + 1, START),
+    fns = {"ours": lambda: fast_greedy_decode(ours, src, src_mask, n + 1, START),
            "bare": lambda: bare_greedy(ours, src, n + 1),
            "peer": lambda: peer.generate(input_ids=src, attention_mask=torch.ones_like(src), max_new_tokens=n,
                                          min_new_tokens=n, num_beams=1, do_sample=False)}
