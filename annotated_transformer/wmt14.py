@@ -17,7 +17,7 @@ from .model import EncoderDecoder
 from .training import Batch
 from .checkpoint import resolve_checkpoint, atomic_write
 from .data import (PAD, SPECIAL_TOKENS, DataError, TokenBudgetSampler, cache_root, check_tokenizer, collate, encode_batch,
-    load_tokenizer, new_tokenizer, read_lines, save_tokenizer, sha256_file, _fetch)
+    load_tokenizer, new_tokenizer, read_lines, sha256_file, _fetch)
 from .tasks import register_task, save_task_settings
 from .translation import Multi30kTask, translate, bleu
 
@@ -30,7 +30,7 @@ __all__ = ['WMT14_ARCHIVES', 'WMT14_SPLITS', 'TOKEN_DTYPE', 'WMT14_PRESETS', 'wm
 #: the archives of the paper's data (WMT14 English-German): url, size in bytes, sha256, md5 (None: not known), and
 #: inside each, the (English, German) members that go into the run's files. Training corpora: sizes and sha256 as
 #: pinned by TensorFlow Datasets (`url_checksums/wmt14_translate.txt`); test sets: md5 as pinned by sacreBLEU
-#: (`sacrebleu.dataset.DATASETS`, "wmt13" and "wmt14", the 3,003-sentence filtered newstest2014 that everyone reports).
+#: (`sacrebleu.dataset.DATASETS`, "wmt13" and "wmt14"; the latter is the filtered newstest2014 that published scores use).
 WMT14_ARCHIVES = {
     "europarl-v7": dict(url="https://www.statmt.org/wmt13/training-parallel-europarl-v7.tgz", size=657_632_379,
                         sha256="0224c7c710c8a063dfd893b0cc0830202d61f4c75c17eb8e31836103d27d96e7", md5=None,
@@ -221,8 +221,11 @@ def tokenised_corpus(train: Sequence[Path], vocab_size: int, tokenizer_lines: in
     unless `tokenizer` is given) and both sides tokenised once into `TokenArray`s named by the tokenizer's digest."""
     if tokenizer is None:
         key = f"bpe{vocab_size}-{tokenizer_lines}-" + "-".join(str(p.stat().st_size) for p in train)
-        _local_once(cache / f"{key}.done", lambda: save_tokenizer(train_shared_bpe(train, vocab_size, tokenizer_lines),
-                                                                  cache / f"{key}.json"))
+        def learn():   # written whole or not at all: two machines may share the cache folder
+            cache.mkdir(parents=True, exist_ok=True)
+            bpe = train_shared_bpe(train, vocab_size, tokenizer_lines)
+            atomic_write(cache / f"{key}.json", lambda tmp: bpe.save(str(tmp)))
+        _local_once(cache / f"{key}.done", learn)
         tokenizer = load_tokenizer(cache / f"{key}.json")
     digest = hashlib.sha256(tokenizer.to_str().encode()).hexdigest()[:16]   # the arrays go with this tokenizer
     arrays = cache / f"{train[0].stem}-{digest}"
@@ -269,7 +272,7 @@ class WMT14Settings(Multi30kTask):
         return folder
 
     def split_pairs(self, split: str) -> list[tuple[str, str]]:
-        "The (source, target) sentences of a test set (`newstest2013`, `newstest2014`), read whole: 3,000 lines each."
+        "The (source, target) sentences of a test set (`newstest2013`, `newstest2014`), read whole: a few thousand lines."
         if split not in WMT14_SPLITS[1:]: raise ValueError(f"unknown split {split!r}; choose newstest2013 or newstest2014.")
         folder = self._folder()
         src, tgt = (read_lines(folder / f"{split}.{l}") for l in (self.src_lang, self.tgt_lang))
