@@ -361,4 +361,4 @@ def wmt14_command(preset: str = "base", nproc: int = 8, out: str | None = None, 
         'python -c "from annotated_transformer.wmt14 import *; extract_wmt14(download_wmt14())"',
         f"torchrun --standalone --nproc-per-node {nproc} -m annotated_transformer train --task wmt14 --preset {preset} "
         f"--max-tokens {t.max_tokens} --accum-steps {t.accum_steps(nproc)} --device cuda --precision bf16 --out {out}",
-        f"annotated-transformer eval {out} --split newstest2014 --beam 4 --length-penalty 0.6"])
+        f"annotated-transformer eval --checkpoint {out} --split newstest2014 --beam 4 --length-penalty 0.6"])
