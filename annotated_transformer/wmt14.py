@@ -193,7 +193,7 @@ class TokenArray:
 #: device's micro-batch (padded tokens per side); `accum_steps` makes up the rest of `tokens_per_step`.
 WMT14_PRESETS = {
     "tiny": dict(model=dict(N=2, d_model=64, d_ff=128, h=4, dropout=0.0), vocab_size=300, max_tokens=512,
-                 tokens_per_step=1024, lr_factor=1.0, warmup=60, max_steps=240, eval_every=120, eval_size=40),
+                 tokens_per_step=1024, lr_factor=1.0, warmup=60, max_steps=300, eval_every=150, eval_size=40),
     "base": dict(model=dict(N=6, d_model=512, d_ff=2048, h=8, dropout=0.1), vocab_size=37_000, max_tokens=4096,
                  tokens_per_step=25_000, lr_factor=1.0, warmup=4000, max_steps=100_000, eval_every=2000, eval_size=500),
     "big": dict(model=dict(N=6, d_model=1024, d_ff=4096, h=16, dropout=0.3), vocab_size=37_000, max_tokens=4096,
