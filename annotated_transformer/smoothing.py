@@ -7,19 +7,11 @@ Docs: https://annotated-transformer.github.io/annotated-transformer/training_rec
 # %% ../nbs/9c_training_recipes.ipynb #13fcd076
 from __future__ import annotations
 
-from typing import Callable
-
 import torch
-from torch import Tensor, nn
-
-from .attention import subsequent_mask
-from .embeddings import id_checks_off
-from .model import EncoderDecoder, select_cache_rows
-from .training import Batch, LabelSmoothing, batch_loss, greedy_decode, unwrap_model
+from torch import Tensor
 
 # %% auto #0
-__all__ = ['COPY_RECIPES_FILE', 'smoothed_kl', 'FusedLabelSmoothing', 'task_batch_loss', 'cached_greedy_decode',
-           'copy_run_summary', 'copy_recipes_result']
+__all__ = ['COPY_RECIPES_FILE', 'smoothed_kl', 'copy_run_summary']
 
 # %% ../nbs/9c_training_recipes.ipynb #62b8ab45
 class _SmoothedKL(torch.autograd.Function):
@@ -50,69 +42,7 @@ def smoothed_kl(x: Tensor, target: Tensor, confidence: float, spread: float, pad
     and class ids `target` `(n,)`, with its gradient written out."""
     return _SmoothedKL.apply(x, target, confidence, spread, pad, neg_entropy)
 
-class FusedLabelSmoothing(LabelSmoothing):
-    "Chapter 6's `LabelSmoothing` (same arguments, same loss and gradient), with the gradient written out (`smoothed_kl`)."
-    def forward(self, x: Tensor, target: Tensor) -> Tensor:
-        if not x.requires_grad: return super().forward(x, target)       # no gradient to write: chapter 6's formula
-        if x.dim() != 2 or x.size(1) != self.size:
-            raise ValueError(f"expected log-probabilities (n, {self.size}), got {tuple(x.shape)}: flatten them first.")
-        return smoothed_kl(x, target, self.confidence, self.spread, self.padding_idx, self.neg_entropy)
-
-# %% ../nbs/9c_training_recipes.ipynb #6f459a81
-def task_batch_loss(model: nn.Module, batch, criterion: nn.Module) -> Tensor:
-    """The summed loss of one batch of any task, `model` maybe wrapped (DDP, `torch.compile`): the batch's own `loss`
-    where it has one (chapters 10-12), else chapter 6's `batch_loss` with the generator of the model inside."""
-    if hasattr(batch, "loss"): return batch.loss(model, criterion)
-    tgt_mask = None if batch.right_padded else batch.tgt_mask          # right-padded: the causal mask suffices
-    out = model(batch.src, batch.tgt, batch.src_mask, tgt_mask, is_causal=tgt_mask is None)  # through the wrapper
-    log_probs = unwrap_model(model).generator(out)                     # (batch, t, vocab)
-    return criterion(log_probs.reshape(-1, log_probs.size(-1)), batch.tgt_y.reshape(-1))
-
-# %% ../nbs/9c_training_recipes.ipynb #7f6a110e
-@torch.no_grad()
-def cached_greedy_decode(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len: int,
-                         start_symbol: int, end_symbol: int | None = None, *, pad_symbol: int | None = None,
-                         use_cache: bool = True, pick=None, static_cache: bool = True,
-                         drop_finished: bool = True) -> Tensor:
-    """Chapter 6's `greedy_decode` (the same tokens, tested below) with the key/value cache of chapter 7 (`use_cache`;
-    `static_cache`: written in place), finished rows dropped from the batch (`drop_finished`) and one host sync a
-    step; `pick(logp)` replaces the argmax (sampling, chapter 7). Appendix 9b measures it."""
-    if max_len < 1: raise ValueError(f"max_len must be >= 1 (it counts the start symbol), got {max_len}.")
-    B, dev = src.size(0), src.device
-    memory = model.encode(src, src_mask)                                       # (batch, src_len, d_model)
-    if src_mask is not None and bool(src_mask.all()): src_mask = None         # nothing to mask: the kernels' fast path
-    fill = end_symbol if pad_symbol is None else pad_symbol
-    ys = torch.full((B, max_len), 0 if fill is None else fill, dtype=torch.long, device=dev)   # the outputs
-    ys[:, 0] = start_symbol
-    rows = torch.arange(B, device=dev)       # the output row of each row still in the batch
-    done = torch.zeros(B, dtype=torch.bool, device=dev)   # rows in the batch that produced end_symbol
-    last = ys[:, :1]                         # (rows, 1): the newest token of each row in the batch
-    cache = model.new_cache(max_len, static_cache) if use_cache else None
-    t = 0
-    with id_checks_off(model):   # the source was checked by encode; the loop feeds back ids it chose itself
-        for t in range(1, max_len):          # step t writes output position t
-            if use_cache:   # only the newest token; positions and earlier keys/values come from the cache
-                out = model.decode(memory, src_mask, last, None, cache)                 # (rows, 1, d_model)
-            else:           # the whole prefix again, under the causal mask
-                out = model.decode(memory, src_mask, ys[rows, :t], subsequent_mask(t, device=dev))  # (rows, t, d_model)
-            logp = model.generator(out[:, -1])                                    # (rows, vocab)
-            next_word = logp.argmax(dim=-1) if pick is None else pick(logp)        # (rows,)
-            if end_symbol is not None:
-                next_word = next_word.masked_fill(done, fill)
-                done = done | (next_word == end_symbol)
-            ys[rows, t] = next_word
-            last = next_word.unsqueeze(1)
-            if end_symbol is None: continue
-            n_done = int(done.sum())                                               # the one host sync per step
-            if n_done == done.numel(): break
-            if drop_finished and 4 * n_done >= done.numel():   # a quarter of the batch has finished: drop those rows
-                keep = (~done).nonzero().squeeze(1)
-                rows, done, last, memory = rows[keep], done[keep], last[keep], memory[keep]
-                if src_mask is not None and src_mask.size(0) > 1: src_mask = src_mask[keep]
-                if cache is not None: select_cache_rows(cache, keep)
-    return ys[:, :t + 1]
-
-# %% ../nbs/9c_training_recipes.ipynb #898af005
+# %% ../nbs/9c_training_recipes.ipynb #b1403595
 def copy_run_summary(evals: list, log: list) -> dict:
     """A copy-task run's first step at 100% exact match (None if never), its worst exact match after first reaching 99%
     (None if it never did, or did only at the last evaluation), its largest loss spike (a step's loss over the lowest
@@ -129,9 +59,4 @@ def copy_run_summary(evals: list, log: list) -> dict:
     return dict(first_100=first, worst_after_99=min(after, default=None), spike=spike,
                 grad=(grad(26, 75), grad(151, 175)), upd=(upd(26, 75), upd(151, 175)))
 
-COPY_RECIPES_FILE = "copy_recipes-amd-epyc-2cores.json"   # bench/copy_recipes.py on a shared 2-core AMD EPYC
-
-def copy_recipes_result() -> dict | None:
-    "The stored five-seed comparison of copy-task recipes (`bench/copy_recipes.py`), or None where it cannot be had."
-    from annotated_transformer.data import load_result
-    return load_result(COPY_RECIPES_FILE)
+COPY_RECIPES_FILE = "copy_recipes-amd-epyc-2cores.json"   # the stored comparison below: bench/copy_recipes.py on a shared 2-core AMD EPYC

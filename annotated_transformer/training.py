@@ -14,12 +14,11 @@ import torch.nn.functional as F
 from torch import nn, Tensor
 from tqdm import tqdm
 from .attention import subsequent_mask
-from .embeddings import check_token_ids, id_checks_off
-from .model import EncoderDecoder, select_cache_rows
+from .embeddings import check_token_ids
+from .model import EncoderDecoder
 
 # %% auto #0
-__all__ = ['PRECISIONS', 'Batch', 'rate', 'noam_optimizer', 'LabelSmoothing', 'TrainState', 'batch_loss', 'train_step',
-           'run_epoch', 'unwrap_model', 'greedy_decode', 'copy_task_batches', 'copy_task_accuracy']
+__all__ = ['PRECISIONS', 'Batch', 'rate', 'noam_optimizer', 'LabelSmoothing', 'TrainState', 'batch_loss', 'train_step', 'run_epoch', 'unwrap_model', 'greedy_decode', 'copy_task_batches', 'copy_task_accuracy', 'FusedLabelSmoothing', 'task_batch_loss', 'cached_greedy_decode']
 
 # %% ../nbs/06_training.ipynb #e09be47b
 class Batch:
@@ -146,7 +145,7 @@ def train_step(model: EncoderDecoder, batches: list[Batch], criterion: nn.Module
     if scheduler is not None: scheduler.step()           # once per optimizer step, not per micro-batch
     return (loss_sum, total, norm) if return_norm else (loss_sum, total)
 
-# %% ../nbs/06_training.ipynb #07bebc2a
+# %% ../nbs/06_training.ipynb #070247a3
 def _groups(items: Iterable, k: int) -> Iterator[list]:
     "Consecutive lists of `k` items (the last one may be shorter)."
     if k < 1: raise ValueError(f"accum_steps must be >= 1, got {k}.")
@@ -187,7 +186,7 @@ def run_epoch(batches: Iterable[Batch], model: EncoderDecoder, criterion: nn.Mod
             if callback is not None and callback(state, loss / ntokens): break
     return float(total_loss) / max(total_tokens, 1), state
 
-# %% ../nbs/06_training.ipynb #77cabe08
+# %% ../nbs/06_training.ipynb #a7d9ed01
 # For the runner (chapter 92) and chapters 8, 10-12: the precisions, and the model inside a wrapper
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
@@ -243,3 +242,71 @@ def copy_task_accuracy(model: EncoderDecoder, n: int = 1000, vocab: int = 11, se
         correct += int((out == b.src).all(dim=1).sum()); seen += b.src.size(0)
     model.train(was_training)
     return correct / n
+
+# %% ../nbs/9c_training_recipes.ipynb #9cdabb7f
+from .embeddings import id_checks_off
+from .model import select_cache_rows
+from .smoothing import smoothed_kl
+
+# %% ../nbs/9c_training_recipes.ipynb #1f874b6c
+class FusedLabelSmoothing(LabelSmoothing):
+    "Chapter 6's `LabelSmoothing` (same arguments, same loss and gradient), with the gradient written out (`smoothed_kl`)."
+    def forward(self, x: Tensor, target: Tensor) -> Tensor:
+        if not x.requires_grad: return super().forward(x, target)       # no gradient to write: chapter 6's formula
+        if x.dim() != 2 or x.size(1) != self.size:
+            raise ValueError(f"expected log-probabilities (n, {self.size}), got {tuple(x.shape)}: flatten them first.")
+        return smoothed_kl(x, target, self.confidence, self.spread, self.padding_idx, self.neg_entropy)
+
+# %% ../nbs/9c_training_recipes.ipynb #80da40f3
+def task_batch_loss(model: nn.Module, batch, criterion: nn.Module) -> Tensor:
+    """The summed loss of one batch of any task, `model` maybe wrapped (DDP, `torch.compile`): the batch's own `loss`
+    where it has one (chapters 10-12), else chapter 6's `batch_loss` with the generator of the model inside."""
+    if hasattr(batch, "loss"): return batch.loss(model, criterion)
+    tgt_mask = None if batch.right_padded else batch.tgt_mask          # right-padded: the causal mask suffices
+    out = model(batch.src, batch.tgt, batch.src_mask, tgt_mask, is_causal=tgt_mask is None)  # through the wrapper
+    log_probs = unwrap_model(model).generator(out)                     # (batch, t, vocab)
+    return criterion(log_probs.reshape(-1, log_probs.size(-1)), batch.tgt_y.reshape(-1))
+
+# %% ../nbs/9c_training_recipes.ipynb #ba6105a0
+@torch.no_grad()
+def cached_greedy_decode(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len: int,
+                         start_symbol: int, end_symbol: int | None = None, *, pad_symbol: int | None = None,
+                         use_cache: bool = True, pick=None, static_cache: bool = True,
+                         drop_finished: bool = True) -> Tensor:
+    """Chapter 6's `greedy_decode` (the same tokens, tested below) with the key/value cache of chapter 7 (`use_cache`;
+    `static_cache`: written in place), finished rows dropped from the batch (`drop_finished`) and one host sync a
+    step; `pick(logp)` replaces the argmax (sampling, chapter 7). Appendix 9b measures it."""
+    if max_len < 1: raise ValueError(f"max_len must be >= 1 (it counts the start symbol), got {max_len}.")
+    B, dev = src.size(0), src.device
+    memory = model.encode(src, src_mask)                                       # (batch, src_len, d_model)
+    if src_mask is not None and bool(src_mask.all()): src_mask = None         # nothing to mask: the kernels' fast path
+    fill = end_symbol if pad_symbol is None else pad_symbol
+    ys = torch.full((B, max_len), 0 if fill is None else fill, dtype=torch.long, device=dev)   # the outputs
+    ys[:, 0] = start_symbol
+    rows = torch.arange(B, device=dev)       # the output row of each row still in the batch
+    done = torch.zeros(B, dtype=torch.bool, device=dev)   # rows in the batch that produced end_symbol
+    last = ys[:, :1]                         # (rows, 1): the newest token of each row in the batch
+    cache = model.new_cache(max_len, static_cache) if use_cache else None
+    t = 0
+    with id_checks_off(model):   # the source was checked by encode; the loop feeds back ids it chose itself
+        for t in range(1, max_len):          # step t writes output position t
+            if use_cache:   # only the newest token; positions and earlier keys/values come from the cache
+                out = model.decode(memory, src_mask, last, None, cache)                 # (rows, 1, d_model)
+            else:           # the whole prefix again, under the causal mask
+                out = model.decode(memory, src_mask, ys[rows, :t], subsequent_mask(t, device=dev))  # (rows, t, d_model)
+            logp = model.generator(out[:, -1])                                    # (rows, vocab)
+            next_word = logp.argmax(dim=-1) if pick is None else pick(logp)        # (rows,)
+            if end_symbol is not None:
+                next_word = next_word.masked_fill(done, fill)
+                done = done | (next_word == end_symbol)
+            ys[rows, t] = next_word
+            last = next_word.unsqueeze(1)
+            if end_symbol is None: continue
+            n_done = int(done.sum())                                               # the one host sync per step
+            if n_done == done.numel(): break
+            if drop_finished and 4 * n_done >= done.numel():   # a quarter of the batch has finished: drop those rows
+                keep = (~done).nonzero().squeeze(1)
+                rows, done, last, memory = rows[keep], done[keep], last[keep], memory[keep]
+                if src_mask is not None and src_mask.size(0) > 1: src_mask = src_mask[keep]
+                if cache is not None: select_cache_rows(cache, keep)
+    return ys[:, :t + 1]
