@@ -243,12 +243,12 @@ def copy_task_accuracy(model: EncoderDecoder, n: int = 1000, vocab: int = 11, se
     model.train(was_training)
     return correct / n
 
-# %% ../nbs/9c_training_recipes.ipynb #9cdabb7f
+# %% ../nbs/9c_training_recipes.ipynb #986b4783
 from .embeddings import id_checks_off
 from .model import select_cache_rows
 from .smoothing import smoothed_kl
 
-# %% ../nbs/9c_training_recipes.ipynb #1f874b6c
+# %% ../nbs/9c_training_recipes.ipynb #4064e4ec
 class FusedLabelSmoothing(LabelSmoothing):
     "Chapter 6's `LabelSmoothing` (same arguments, same loss and gradient), with the gradient written out (`smoothed_kl`)."
     def forward(self, x: Tensor, target: Tensor) -> Tensor:
@@ -273,9 +273,7 @@ def cached_greedy_decode(model: EncoderDecoder, src: Tensor, src_mask: Tensor | 
                          start_symbol: int, end_symbol: int | None = None, *, pad_symbol: int | None = None,
                          use_cache: bool = True, pick=None, static_cache: bool = True,
                          drop_finished: bool = True) -> Tensor:
-    """Chapter 6's `greedy_decode` (the same tokens, tested below) with the key/value cache of chapter 7 (`use_cache`;
-    `static_cache`: written in place), finished rows dropped from the batch (`drop_finished`) and one host sync a
-    step; `pick(logp)` replaces the argmax (sampling, chapter 7). Appendix 9b measures it."""
+    "Chapter 6's `greedy_decode` (the same tokens) with the key/value cache; `pick(logp)` replaces the argmax."
     if max_len < 1: raise ValueError(f"max_len must be >= 1 (it counts the start symbol), got {max_len}.")
     B, dev = src.size(0), src.device
     memory = model.encode(src, src_mask)                                       # (batch, src_len, d_model)
@@ -285,9 +283,8 @@ def cached_greedy_decode(model: EncoderDecoder, src: Tensor, src_mask: Tensor | 
     ys[:, 0] = start_symbol
     rows = torch.arange(B, device=dev)       # the output row of each row still in the batch
     done = torch.zeros(B, dtype=torch.bool, device=dev)   # rows in the batch that produced end_symbol
-    last = ys[:, :1]                         # (rows, 1): the newest token of each row in the batch
+    last, t = ys[:, :1], 0                   # (rows, 1): the newest token of each row in the batch
     cache = model.new_cache(max_len, static_cache) if use_cache else None
-    t = 0
     with id_checks_off(model):   # the source was checked by encode; the loop feeds back ids it chose itself
         for t in range(1, max_len):          # step t writes output position t
             if use_cache:   # only the newest token; positions and earlier keys/values come from the cache
