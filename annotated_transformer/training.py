@@ -18,7 +18,7 @@ from .embeddings import check_token_ids
 from .model import EncoderDecoder
 
 # %% auto #0
-__all__ = ['PRECISIONS', 'Batch', 'rate', 'noam_optimizer', 'LabelSmoothing', 'TrainState', 'batch_loss', 'train_step', 'run_epoch', 'unwrap_model', 'greedy_decode', 'copy_task_batches', 'copy_task_accuracy', 'FusedLabelSmoothing', 'task_batch_loss', 'cached_greedy_decode']
+__all__ = ['Batch', 'rate', 'noam_optimizer', 'LabelSmoothing', 'TrainState', 'batch_loss', 'train_step', 'run_epoch', 'greedy_decode', 'copy_task_batches', 'copy_task_accuracy', 'PRECISIONS', 'FusedLabelSmoothing', 'unwrap_model', 'task_batch_loss', 'cached_greedy_decode']
 
 # %% ../nbs/06_training.ipynb #e09be47b
 class Batch:
@@ -186,17 +186,6 @@ def run_epoch(batches: Iterable[Batch], model: EncoderDecoder, criterion: nn.Mod
             if callback is not None and callback(state, loss / ntokens): break
     return float(total_loss) / max(total_tokens, 1), state
 
-# %% ../nbs/06_training.ipynb #a7d9ed01
-# For the runner (chapter 92) and chapters 8, 10-12: the precisions, and the model inside a wrapper
-PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-
-def unwrap_model(model: nn.Module) -> nn.Module:
-    "The `EncoderDecoder` inside a `DistributedDataParallel` and/or `torch.compile` wrapper (or `model` itself)."
-    while True:
-        inner = getattr(model, "module", None) or getattr(model, "_orig_mod", None)
-        if not isinstance(inner, nn.Module): return model
-        model = inner
-
 # %% ../nbs/06_training.ipynb #66458d38
 @torch.no_grad()
 def greedy_decode(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len: int, start_symbol: int,
@@ -243,12 +232,12 @@ def copy_task_accuracy(model: EncoderDecoder, n: int = 1000, vocab: int = 11, se
     model.train(was_training)
     return correct / n
 
-# %% ../nbs/9c_training_recipes.ipynb #986b4783
+# %% ../nbs/9c_training_recipes.ipynb #81d578a9
 from .embeddings import id_checks_off
 from .model import select_cache_rows
 from .smoothing import smoothed_kl
 
-# %% ../nbs/9c_training_recipes.ipynb #4064e4ec
+# %% ../nbs/9c_training_recipes.ipynb #0c839a81
 class FusedLabelSmoothing(LabelSmoothing):
     "Chapter 6's `LabelSmoothing` (same arguments, same loss and gradient), with the gradient written out (`smoothed_kl`)."
     def forward(self, x: Tensor, target: Tensor) -> Tensor:
@@ -256,6 +245,16 @@ class FusedLabelSmoothing(LabelSmoothing):
         if x.dim() != 2 or x.size(1) != self.size:
             raise ValueError(f"expected log-probabilities (n, {self.size}), got {tuple(x.shape)}: flatten them first.")
         return smoothed_kl(x, target, self.confidence, self.spread, self.padding_idx, self.neg_entropy)
+
+# %% ../nbs/9c_training_recipes.ipynb #4f831717
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+def unwrap_model(model: nn.Module) -> nn.Module:
+    "The `EncoderDecoder` inside a `DistributedDataParallel` and/or `torch.compile` wrapper (or `model` itself)."
+    while True:
+        inner = getattr(model, "module", None) or getattr(model, "_orig_mod", None)
+        if not isinstance(inner, nn.Module): return model
+        model = inner
 
 # %% ../nbs/9c_training_recipes.ipynb #80da40f3
 def task_batch_loss(model: nn.Module, batch, criterion: nn.Module) -> Tensor:
