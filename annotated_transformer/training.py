@@ -246,7 +246,7 @@ class FusedLabelSmoothing(LabelSmoothing):
             raise ValueError(f"expected log-probabilities (n, {self.size}), got {tuple(x.shape)}: flatten them first.")
         return smoothed_kl(x, target, self.confidence, self.spread, self.padding_idx, self.neg_entropy)
 
-# %% ../nbs/9c_training_recipes.ipynb #4f831717
+# %% ../nbs/9c_training_recipes.ipynb #dcdc2195
 PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 def unwrap_model(model: nn.Module) -> nn.Module:
