@@ -18,7 +18,7 @@ from .embeddings import check_token_ids
 from .model import EncoderDecoder
 
 # %% auto #0
-__all__ = ['Batch', 'rate', 'noam_optimizer', 'LabelSmoothing', 'TrainState', 'batch_loss', 'train_step', 'run_epoch', 'greedy_decode', 'copy_task_batches', 'copy_task_accuracy', 'PRECISIONS', 'FusedLabelSmoothing', 'unwrap_model', 'task_batch_loss', 'cached_greedy_decode']
+__all__ = ['Batch', 'rate', 'noam_optimizer', 'LabelSmoothing', 'TrainState', 'batch_loss', 'train_step', 'run_epoch', 'greedy_decode', 'copy_task_batches', 'copy_task_accuracy', 'PRECISIONS', 'FusedLabelSmoothing', 'unwrap_model', 'task_batch_loss']
 
 # %% ../nbs/06_training.ipynb #e09be47b
 class Batch:
@@ -265,44 +265,3 @@ def task_batch_loss(model: nn.Module, batch, criterion: nn.Module) -> Tensor:
     out = model(batch.src, batch.tgt, batch.src_mask, tgt_mask, is_causal=tgt_mask is None)  # through the wrapper
     log_probs = unwrap_model(model).generator(out)                     # (batch, t, vocab)
     return criterion(log_probs.reshape(-1, log_probs.size(-1)), batch.tgt_y.reshape(-1))
-
-# %% ../nbs/9c_training_recipes.ipynb #ba6105a0
-@torch.no_grad()
-def cached_greedy_decode(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len: int,
-                         start_symbol: int, end_symbol: int | None = None, *, pad_symbol: int | None = None,
-                         use_cache: bool = True, pick=None, static_cache: bool = True,
-                         drop_finished: bool = True) -> Tensor:
-    "Chapter 6's `greedy_decode` (the same tokens) with the key/value cache; `pick(logp)` replaces the argmax."
-    if max_len < 1: raise ValueError(f"max_len must be >= 1 (it counts the start symbol), got {max_len}.")
-    B, dev = src.size(0), src.device
-    memory = model.encode(src, src_mask)                                       # (batch, src_len, d_model)
-    if src_mask is not None and bool(src_mask.all()): src_mask = None         # nothing to mask: the kernels' fast path
-    fill = end_symbol if pad_symbol is None else pad_symbol
-    ys = torch.full((B, max_len), 0 if fill is None else fill, dtype=torch.long, device=dev)   # the outputs
-    ys[:, 0] = start_symbol
-    rows = torch.arange(B, device=dev)       # the output row of each row still in the batch
-    done = torch.zeros(B, dtype=torch.bool, device=dev)   # rows in the batch that produced end_symbol
-    last, t = ys[:, :1], 0                   # (rows, 1): the newest token of each row in the batch
-    cache = model.new_cache(max_len, static_cache) if use_cache else None
-    with id_checks_off(model):   # the source was checked by encode; the loop feeds back ids it chose itself
-        for t in range(1, max_len):          # step t writes output position t
-            if use_cache:   # only the newest token; positions and earlier keys/values come from the cache
-                out = model.decode(memory, src_mask, last, None, cache)                 # (rows, 1, d_model)
-            else:           # the whole prefix again, under the causal mask
-                out = model.decode(memory, src_mask, ys[rows, :t], subsequent_mask(t, device=dev))  # (rows, t, d_model)
-            logp = model.generator(out[:, -1])                                    # (rows, vocab)
-            next_word = logp.argmax(dim=-1) if pick is None else pick(logp)        # (rows,)
-            if end_symbol is not None:
-                next_word = next_word.masked_fill(done, fill)
-                done = done | (next_word == end_symbol)
-            ys[rows, t] = next_word
-            last = next_word.unsqueeze(1)
-            if end_symbol is None: continue
-            n_done = int(done.sum())                                               # the one host sync per step
-            if n_done == done.numel(): break
-            if drop_finished and 4 * n_done >= done.numel():   # a quarter of the batch has finished: drop those rows
-                keep = (~done).nonzero().squeeze(1)
-                rows, done, last, memory = rows[keep], done[keep], last[keep], memory[keep]
-                if src_mask is not None and src_mask.size(0) > 1: src_mask = src_mask[keep]
-                if cache is not None: select_cache_rows(cache, keep)
-    return ys[:, :t + 1]
