@@ -94,13 +94,16 @@ class UsageError(Exception):
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C or SIGTERM during training: `step` is the newest checkpoint in `out`, saved at the stop, or before it
     when a second signal stopped the run at once (`saved` False; `step` None when there is no checkpoint yet, and
-    `--resume` then starts the run again from step 0 with its recipe)."""
-    def __init__(self, step: int | None, out: Path, signum: int = signal.SIGINT, saved: bool = True):
+    `--resume` then starts the run again from step 0 with its recipe; `started` False: not even the recipe was
+    written, and the run is started anew)."""
+    def __init__(self, step: int | None, out: Path, signum: int = signal.SIGINT, saved: bool = True,
+                 started: bool = True):
         name = "SIGTERM" if signum == signal.SIGTERM else "Ctrl-C"
         if saved: what = f"stopped by {name} at step {step}; saved a resumable checkpoint in {out}"
+        elif not started: what = f"stopped at once by a second {name} before the run began; nothing was saved in {out}"
         elif step is None: what = f"stopped at once by a second {name}, before the first checkpoint of {out}"
         else: what = f"stopped at once by a second {name}; the newest checkpoint in {out} is step {step}"
-        super().__init__(f"{what} (continue with --resume)")
+        super().__init__(f"{what} ({'continue with --resume' if started else 'start it again'})")
         self.step, self.out, self.signum, self.saved = step, out, signum, saved
 
 
@@ -255,9 +258,12 @@ def agree(flag: bool, device: torch.device) -> bool:
 # %% ../nbs/92_run.ipynb #69a4af51
 class StopSignals:
     """Within the block, the first SIGINT (Ctrl-C) or SIGTERM (a scheduler's or Colab's stop) sets `.signum`, which
-    the loop checks between steps; a second one raises `KeyboardInterrupt` at once (`.forced`); later ones are ignored,
-    so that the stop in progress ends with its own message."""
+    the loop checks between steps; a second one raises `KeyboardInterrupt` at once (`.forced`); later ones are
+    ignored. After a stop, signals repeated within `grace` seconds are ignored too (the process is printing its
+    message and exiting); then the handlers that were there before take over again."""
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, grace: float = 5.0): self.grace = grace
 
     def __enter__(self):
         self.signum, self.forced, self._old = None, False, {}
@@ -272,12 +278,23 @@ class StopSignals:
             raise KeyboardInterrupt
         self.signum = signum
 
+    def _late(self, signum, frame):
+        "A signal after the block: ignored within the grace period, else handled as before the block."
+        if time.monotonic() < self._until: return
+        old = self._old[signum]
+        signal.signal(signum, old)
+        if callable(old): old(signum, frame)
+        elif old == signal.SIG_DFL: os.kill(os.getpid(), signum)   # the default action (SIGTERM: terminate)
+
     def __exit__(self, *exc):
-        for s, h in self._old.items(): signal.signal(s, h)
+        stopped = self.signum is not None and exc[0] is not None and issubclass(exc[0], KeyboardInterrupt)
+        self._until = time.monotonic() + self.grace
+        for s, h in self._old.items(): signal.signal(s, self._late if stopped else h)
 
 def ignore_stop_signals() -> None:
-    """Ignore further Ctrl-C and SIGTERM in this process: what the command line calls once a run has stopped, so that
-    a signal that arrives while it prints its message and exits does not interrupt the exit (main thread only)."""
+    """Ignore Ctrl-C and SIGTERM from now on in this process (main thread only): what the command line calls when a
+    run has stopped, so that a repeated signal cannot cut short its message or its exit (Python resets its own
+    handlers while the interpreter shuts down; an ignored signal stays ignored)."""
     if threading.current_thread() is threading.main_thread():
         for s in StopSignals.SIGNALS: signal.signal(s, signal.SIG_IGN)
 
@@ -396,18 +413,18 @@ def train(cfg: TrainConfig | None = None, **options) -> dict:
     check_precision(cfg.precision, device, cfg.force)
     out = Path(cfg.out or f"runs/{task.name}")
     rank, world, device = init_distributed(device)
-    if rank == 0:
-        prepare_out(out, cfg.resume, cfg.overwrite)
-        if not cfg.resume: _write_recipe(out, _resolved(cfg, task))   # first: from now on `out` is a run folder
+    if rank == 0: prepare_out(out, cfg.resume, cfg.overwrite)
     if cfg.threads is not None: torch.set_num_threads(cfg.threads)
     if device.type == "cuda":   # fp32 matrix products on TensorFloat-32 tensor cores (10-bit mantissa, fp32 range)
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-    with StopSignals() as stop:
+    with StopSignals() as stop:   # from here on a first signal stops the run at the end of a step, with a checkpoint
         try:
+            if rank == 0 and not cfg.resume: _write_recipe(out, _resolved(cfg, task))   # now `out` is a run folder
             return _train(cfg, task, device, out, rank, world, stop)
         except KeyboardInterrupt as e:    # a second signal outside the loop (loading data, building the model)
             if isinstance(e, Interrupted): raise
-            raise Interrupted(_newest_step(out), out, stop.signum or signal.SIGINT, saved=False) from None
+            raise Interrupted(_newest_step(out), out, stop.signum or signal.SIGINT, saved=False,
+                              started=run_recipe(out) is not None) from None
         finally:
             if world > 1 and dist.is_initialized(): dist.destroy_process_group()
 
