@@ -106,7 +106,6 @@ class Interrupted(KeyboardInterrupt):
         super().__init__(f"{what} ({'continue with --resume' if started else 'start it again'})")
         self.step, self.out, self.signum, self.saved = step, out, signum, saved
 
-
 # %% ../nbs/92_run.ipynb #64ec3c60
 def load_config_file(path: str | os.PathLike) -> dict:
     "The settings in a TOML or JSON file (by its suffix), checked against `TrainConfig`'s fields."
@@ -282,6 +281,7 @@ class StopSignals:
         "A signal after the block: ignored within the grace period, else handled as before the block."
         if time.monotonic() < self._until: return
         old = self._old[signum]
+        if old is None: return                 # a handler installed outside Python: nothing to hand back to
         signal.signal(signum, old)
         if callable(old): old(signum, frame)
         elif old == signal.SIG_DFL: os.kill(os.getpid(), signum)   # the default action (SIGTERM: terminate)
@@ -289,7 +289,8 @@ class StopSignals:
     def __exit__(self, *exc):
         stopped = self.signum is not None and exc[0] is not None and issubclass(exc[0], KeyboardInterrupt)
         self._until = time.monotonic() + self.grace
-        for s, h in self._old.items(): signal.signal(s, self._late if stopped else h)
+        for s, h in self._old.items():
+            if h is not None: signal.signal(s, self._late if stopped else h)
 
 def ignore_stop_signals() -> None:
     """Ignore Ctrl-C and SIGTERM from now on in this process (main thread only): what the command line calls when a
