@@ -32,14 +32,14 @@ from tqdm import tqdm
 from .embeddings import id_checks_off
 from .utils import default_device
 from .model import EncoderDecoder, count_parameters
-from .training import Batch, TrainState, noam_optimizer, batch_loss, PRECISIONS
+from .training import Batch, TrainState, noam_optimizer, task_batch_loss, PRECISIONS
 from .checkpoint import (CheckpointError, load_model, load_config, save_model,
     save_training_state, load_training_state, save_checkpoint_unit, checkpoint_units, resolve_checkpoint, atomic_write,
     is_regular_file, is_real_dir, UNIT_PREFIX)
 from .tasks import TASKS, make_task, task_from_checkpoint
 from .data import DataError
 from .pretrained import pretrained_dir, resolve_model
-from . import translation, classification, language_model   # register their tasks  # noqa: F401
+from . import translation, classification, language_model, wmt14   # register their tasks  # noqa: F401
 
 # %% auto #0
 __all__ = ['TASK_SETTINGS', 'RESUMED', 'RUN_DEFAULTS', 'PARAM_DIGEST_ENV', 'RUN_FILES', 'RUN_MARKER', 'TrainConfig', 'UsageError', 'Interrupted', 'load_config_file', 'check_config', 'autocast_context', 'micro_step', 'train_step', 'resolve_device', 'bf16_supported', 'check_precision', 'stream_seed', 'param_digest', 'init_distributed', 'agree', 'StopSignals', 'ignore_stop_signals', 'run_files', 'run_recipe', 'prepare_out', 'train', 'load_trained', 'evaluate', 'predict', 'load_pretrained']
@@ -159,7 +159,7 @@ def micro_step(model: nn.Module, batch: Batch, criterion: nn.Module, total: int,
     ctx = model.no_sync() if not sync and hasattr(model, "no_sync") else nullcontext()
     with ctx:                                            # DDP: all-reduce the gradients once, after the last one
         with autocast_context(batch.src.device.type, precision):
-            loss = batch_loss(model, batch, criterion)   # fp32 (log-softmax and the loss run in fp32)
+            loss = task_batch_loss(model, batch, criterion)   # fp32 (log-softmax and the loss run in fp32)
         scaled = loss / total
         (scaler.scale(scaled) if scaler is not None else scaled).backward()   # gradients add up
     return loss.detach()
@@ -405,6 +405,7 @@ def train(cfg: TrainConfig | None = None, **options) -> dict:
         for k in RESUMED:
             if getattr(cfg, k) is None and saved.get(k) is not None: setattr(cfg, k, saved[k])
     cfg.task = cfg.task or "copy"
+    auto_accum = cfg.accum_steps is None   # a task may size it from the world size (wmt14: the paper's batch)
     for k, v in RUN_DEFAULTS.items():
         if getattr(cfg, k) is None: setattr(cfg, k, v)
     check_config(cfg)
@@ -414,6 +415,7 @@ def train(cfg: TrainConfig | None = None, **options) -> dict:
     check_precision(cfg.precision, device, cfg.force)
     out = Path(cfg.out or f"runs/{task.name}")
     rank, world, device = init_distributed(device)
+    if auto_accum and hasattr(task, "accum_steps"): cfg.accum_steps = task.accum_steps(world)
     if rank == 0: prepare_out(out, cfg.resume, cfg.overwrite)
     if cfg.threads is not None: torch.set_num_threads(cfg.threads)
     if device.type == "cuda":   # fp32 matrix products on TensorFloat-32 tensor cores (10-bit mantissa, fp32 range)
