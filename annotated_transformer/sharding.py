@@ -89,6 +89,7 @@ def _gather_for_check(out: Path, model: nn.Module, opt: torch.optim.Optimizer, r
     full = StateDictOptions(full_state_dict=True, cpu_offload=True)
     weights, moments = get_model_state_dict(model, options=full), get_optimizer_state_dict(model, opt, options=full)
     if rank == 0:
+        out.mkdir(parents=True, exist_ok=True)
         save_file({k: v.contiguous() for k, v in weights.items()}, str(out / "weights.safetensors"))
         save_file({f"{k}.{m}": s[m] for k, s in moments["state"].items() for m in ("exp_avg", "exp_avg_sq")},
                   str(out / "optimizer.safetensors"))
