@@ -14,8 +14,12 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import argparse
+import errno
 import json
+import pickle
+import re
 import shutil
+import signal
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -24,14 +28,17 @@ from .checkpoint import (CheckpointError, load_config, load_model, save_model, a
                                               checkpoint_units)
 from .data import DataError, MULTI30K_SPLITS
 from .training import PRECISIONS
-from .tasks import TASKS
-from .run import (TrainConfig, UsageError, Interrupted, load_config_file, train, evaluate, predict)
+from .tasks import TASKS, make_task
+from .run import (TrainConfig, UsageError, Interrupted, TASK_SETTINGS, load_config_file, train, evaluate,
+                                       predict)
 from .translation import MULTI30K_PRESETS
-from .pretrained import PRETRAINED_FOR, PREFIX
+from .pretrained import PRETRAINED_FOR, PREFIX, resolve_model
 from .gpt2 import HFCheckpointError
 
 # %% auto #0
-__all__ = ['HF_PREFIX', 'snapshots', 'average', 'OneLineParser', 'build_parser', 'config_from_args', 'main', 'is_hf_checkpoint',
+__all__ = ['EPILOG', 'EXIT_FAILED', 'EXIT_USAGE', 'DRAWN_EVAL_MAX', 'HF_PREFIX', 'snapshots', 'check_new_folder', 'average',
+           'OneLineParser', 'build_parser', 'memory_budget', 'check_memory', 'translate_bytes', 'train_bytes',
+           'cpu_count', 'check_threads', 'config_from_args', 'read_texts', 'failure', 'main', 'is_hf_checkpoint',
            'generate_hf']
 
 # %% ../nbs/93_cli.ipynb #1c220a02
@@ -39,13 +46,27 @@ def snapshots(out: str | Path) -> list[Path]:
     "The `step-<N>` checkpoint folders of a run folder, oldest first (what `average` takes)."
     return checkpoint_units(out)
 
+def check_new_folder(out: str | Path, flag: str = "--out") -> Path:
+    """`out` as a folder a command may create and fill: absent, or an empty folder. A file, a checkpoint or a folder
+    holding anything is a `UsageError` that names it, so that nothing the user has is replaced."""
+    out = Path(out)
+    if out.is_symlink(): raise UsageError(f"{flag} {out} is a symbolic link; choose a new folder.")
+    if out.exists() and not out.is_dir(): raise UsageError(f"{flag} {out} is a file, not a folder; choose a new folder.")
+    if out.is_dir() and (names := sorted(p.name for p in out.iterdir())):
+        what = "a checkpoint" if "model.safetensors" in names or "config.json" in names else "a folder that is not empty"
+        raise UsageError(f"{flag} {out} is {what} ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}); "
+                         f"choose a new or empty folder.")
+    return out
+
 def average(checkpoints: list[str | Path], out: str | Path) -> dict:
-    """Average the weights of the checkpoint folders `checkpoints` (one model) into the new folder `out`, with the
-    side files (tokenizer, task settings) of the one with the highest step; `eval` and `translate` use it like any other."""
-    paths, out = [Path(p) for p in checkpoints], Path(out)
-    if not paths: raise UsageError("no checkpoints to average; pass two or more checkpoint folders.")
+    """Average the weights of the checkpoints `checkpoints` (folders or `pretrained:NAME`, one model) into `out`, a new
+    or empty folder, with the side files (tokenizer, task settings) of the one with the highest step; `eval` and
+    `translate` use it like any other."""
+    if not checkpoints: raise UsageError("no checkpoints to average; pass two or more checkpoint folders.")
+    paths, out = [resolve_model(p) for p in checkpoints], Path(out)
     if any(p.resolve() == out.resolve() for p in paths):
         raise UsageError(f"--out {out} is one of the checkpoints being averaged; write the average to a new folder.")
+    check_new_folder(out)
     try: state = average_checkpoints(paths)
     except ValueError as e: raise UsageError(str(e)) from None
     steps = [load_config(p).get("step") for p in paths]
@@ -53,11 +74,11 @@ def average(checkpoints: list[str | Path], out: str | Path) -> dict:
     model = load_model(newest)
     model.load_state_dict(state)
     cfg = {k: v for k, v in load_config(newest).items() if k not in ("format_version", "model", "metrics")}
-    save_model(model, out, {**cfg, "metrics": None, "averaged": [str(p) for p in paths]})
+    save_model(model, out, {**cfg, "metrics": None, "averaged": [str(p) for p in checkpoints]})
     task = TASKS.get(cfg.get("task"))
     for name in task.side_files if task is not None else ():
         if (newest / name).is_file(): shutil.copyfile(newest / name, out / name)
-    return {"out": str(out), "averaged": [str(p) for p in paths], "steps": steps}
+    return {"out": str(out), "averaged": [str(p) for p in checkpoints], "steps": steps}
 
 # %% ../nbs/93_cli.ipynb #2ab463c8
 class OneLineParser(argparse.ArgumentParser):
@@ -65,10 +86,14 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str):
         self.exit(2, f"{self.prog}: error: {message}\n")
 
+EPILOG = ("exit codes: 0 done; 1 the job failed (a file missing or damaged, the disk full or read-only, no network, "
+          "too little memory); 2 a usage error (an unknown option, a value out of range, an empty input); 130 and 143 "
+          "stopped by Ctrl-C and SIGTERM. Every error is one line on standard error, naming the file or option.")
+
 def build_parser() -> argparse.ArgumentParser:
     "The `annotated-transformer` parser with its `train`, `eval`, `translate`, `classify`, `generate` and `average` subcommands."
     p = OneLineParser(prog="annotated-transformer",
-                      description="Train and evaluate the Annotated Transformer's tasks.")
+                      description="Train and evaluate the Annotated Transformer's tasks.", epilog=EPILOG)
     sub = p.add_subparsers(dest="command", required=True, metavar="{train,eval,translate,classify,generate,average,web}")
     S = argparse.SUPPRESS   # an option not given stays absent, so that --config's value (or the default) holds
     t = sub.add_parser("train", help="train a task until it reaches its target, saving checkpoints", argument_default=S)
@@ -148,12 +173,81 @@ def build_parser() -> argparse.ArgumentParser:
     gn.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: auto")
     wb = sub.add_parser("web", help="write the book's models as in-browser pages (ONNX Runtime Web) into a new folder")
     wb.add_argument("--out", required=True, metavar="DIR", help="a new or empty folder; serve it with any static web server")
+    for verb in sub.choices.values(): verb.epilog = EPILOG      # `VERB --help` says them too
     return p
 
+# %% ../nbs/93_cli.ipynb #33756c07
+EXIT_FAILED, EXIT_USAGE = 1, 2   # a job that could not be done (a file, the disk, the network), a wrong command
+
+def memory_budget() -> int:
+    """Bytes one command may plan to use: half the memory available now (`MemAvailable` of /proc/meminfo, else the
+    free pages of `os.sysconf`), and at most half an address-space limit (`ulimit -v`)."""
+    avail = None
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            avail = next((int(l.split()[1]) * 1024 for l in f if l.startswith("MemAvailable:")), None)
+    except (OSError, ValueError): pass
+    if avail is None:
+        try: avail = os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, ValueError, OSError): avail = 8 << 30      # no way to ask: assume a small machine
+    try:
+        import resource
+        soft = resource.getrlimit(resource.RLIMIT_AS)[0]
+        if soft != resource.RLIM_INFINITY: avail = min(avail, soft)
+    except (ImportError, OSError, ValueError): pass
+    return avail // 2
+
+def check_memory(what: str, estimate: float, fix: str) -> None:
+    "A `UsageError` stating `estimate` and the budget when `what` would need more than `memory_budget()` bytes."
+    if estimate > (budget := memory_budget()):
+        raise UsageError(f"{what} needs about {estimate / 2**30:,.1f} GiB, more than the {budget / 2**30:,.1f} GiB "
+                         f"allowed (half the memory available); {fix}.")
+
+def translate_bytes(model: dict, rows: int, src_len: int, out_len: int) -> int:
+    """What decoding `rows` hypotheses (sentences x beam) holds at once, in bytes (float32): the keys and values of
+    each decoder layer for `out_len` output and `src_len` source positions, the encoder's activations, the scores
+    over the vocabulary (logits, log-probabilities, beam search's candidates) and the ids."""
+    N, d, d_ff, V = model.get("N", 6), model.get("d_model", 512), model.get("d_ff", 2048), model.get("tgt_vocab", 1)
+    per_row = 4 * (2 * N * d * (out_len + src_len) + src_len * (d_ff + 4 * d) + 3 * V) + 16 * out_len
+    return rows * per_row
+
+def train_bytes(task) -> int:
+    """A rough estimate of one training micro-batch's memory, in bytes (float32): each layer's saved activations for
+    the batch's tokens (about 12 `d_model` and 2 `d_ff` numbers per token), its attention weights, and the logits with
+    their gradient. The model's own weights and the optimizer state come on top."""
+    m = getattr(task, "model", None) or {}
+    N, d, d_ff, h = m.get("N", 6), m.get("d_model", 512), m.get("d_ff", 2048), m.get("h", 8)
+    L = getattr(task, "seq_len", None) or m.get("context") or getattr(task, "max_len", None) or 128
+    tokens = getattr(task, "max_tokens", None) or (getattr(task, "batch_size", None) or 1) * L
+    vocab = getattr(task, "vocab", None)
+    vocab = vocab if isinstance(vocab, int) else getattr(task, "vocab_size", None) or 256
+    layers = N if "context" in m or "pool" in m else 2 * N            # one stack (language model, classifier), or two
+    return 4 * (layers * (tokens * (12 * d + 2 * d_ff) + 3 * h * tokens * L) + 3 * tokens * vocab)
+
+def cpu_count() -> int:
+    "The CPUs this process may run on (its affinity mask where the OS tells it), at least 1."
+    try: return len(os.sched_getaffinity(0)) or 1
+    except (AttributeError, OSError): return os.cpu_count() or 1
+
+def check_threads(threads: int | None) -> None:
+    "`--threads` between 1 and the CPU count: more threads than CPUs only wait on each other."
+    if threads is not None and not 1 <= threads <= (n := cpu_count()):
+        raise UsageError(f"--threads must be between 1 and the {n} CPUs this process may use, got {threads}.")
+
+# %% ../nbs/93_cli.ipynb #d5219c17
 def config_from_args(args: argparse.Namespace) -> TrainConfig:
     "The `TrainConfig` of parsed `train` arguments: the defaults, then the `--config` file, then the flags given."
     given = {k: v for k, v in vars(args).items() if k not in ("command", "config")}
     from_file = load_config_file(args.config) if getattr(args, "config", None) else {}
+    kinds = {f.name: str(f.type) for f in fields(TrainConfig)}
+    for k, v in from_file.items():      # a file is not checked by argparse: each value must have its flag's type
+        kind = kinds[k].split(" ")[0]
+        ok = ((v is None and "None" in kinds[k]) or (kind == "bool" and isinstance(v, bool)) or
+              (kind == "str" and isinstance(v, str)) or (not isinstance(v, bool) and (
+               (kind == "int" and isinstance(v, int)) or (kind == "float" and isinstance(v, (int, float))))))
+        if not ok:
+            noun = {"int": "a whole number", "float": "a number", "bool": "true or false", "str": "a string"}[kind]
+            raise UsageError(f"--config {args.config}: {k} = {v!r} should be {noun}; fix it in the file.")
     return TrainConfig(**{**from_file, **given})
 
 def _positive(args, *names):
@@ -161,55 +255,183 @@ def _positive(args, *names):
         v = getattr(args, n, None)
         if v is not None and v < 1: raise UsageError(f"--{n.replace('_', '-')} must be >= 1, got {v}.")
 
+def _check_text(text: str, name: str) -> str:
+    "`text` if it is valid UTF-8 (an argument holding bytes that are not arrives with surrogates in their place)."
+    try: text.encode("utf-8")
+    except UnicodeEncodeError as e:
+        raise UsageError(f"{name} is not valid UTF-8 (character {e.start + 1}); convert it to UTF-8, e.g. with iconv.") from None
+    return text
+
+def read_texts(given: list[str], what: str) -> list[str]:
+    """The texts of `translate` or `classify` (`what`: "sentences", "texts"): the arguments, each valid UTF-8 and not
+    blank, or else the non-blank lines of standard input (at least one); anything else is a `UsageError`."""
+    for i, s in enumerate(given, 1):
+        if not _check_text(s, f"argument {i}").strip():
+            raise UsageError(f"argument {i} is empty; give the {what} to read (or none, to read standard input).")
+    if given: return given
+    stream, lines = getattr(sys.stdin, "buffer", sys.stdin), []
+    for i, line in enumerate(stream, 1):
+        if isinstance(line, bytes):
+            try: line = line.decode("utf-8")
+            except UnicodeDecodeError as e:
+                raise UsageError(f"line {i} of standard input is not valid UTF-8 (byte {e.start + 1}); convert it to "
+                                 f"UTF-8, e.g. with iconv.") from None
+        if _check_text(line, f"line {i} of standard input").strip(): lines.append(line.strip())
+    if not lines: raise UsageError(f"no {what}: give them as arguments, or one per line on standard input.")
+    return lines
+
+DRAWN_EVAL_MAX = 1_000_000   # a drawn test set this large measures an accuracy to +-0.001 (two standard errors)
+
+def _eval_limits(args) -> dict:
+    "Check `eval`'s sizes against the checkpoint before the work; returns its model settings."
+    cfg = load_config(resolve_model(args.checkpoint))
+    if cfg.get("task") == "copy" and args.n is not None and args.n > DRAWN_EVAL_MAX:
+        raise UsageError(f"--n must be at most {DRAWN_EVAL_MAX:,} for task copy (fresh sequences; that many measure "
+                         f"the exact match to +-0.001), got {args.n:,}.")
+    if args.beam is not None:
+        check_memory(f"--beam {args.beam}", translate_bytes(cfg["model"], 64 * args.beam, 128, 178),
+                     "use a smaller --beam")
+    return cfg["model"]
+
+def _translate_limits(args, sentences: list[str]) -> None:
+    "`--max-len` within the model's positional table, and the decoding's memory within the budget."
+    model = load_config(resolve_model(args.checkpoint))["model"]
+    table = model.get("max_len") or 5000
+    if args.max_len is not None and args.max_len > table:
+        raise UsageError(f"--max-len must be at most {table:,}, the length of this model's positional table (max_len "
+                         f"in its config.json), got {args.max_len:,}.")
+    src = min(table, max(len(s) for s in sentences) + 2)   # tokens: at most one per character, and <s> </s>
+    together = min(args.batch_size, len(sentences))
+    rows = together * args.beam
+    check_memory(f"--beam {args.beam} over {together} sentence{'s' if together > 1 else ''} at a time",
+                 translate_bytes(model, rows, src, args.max_len or src + 50), "use a smaller --beam or --batch-size")
+
+def _run(args) -> None:
+    "One verb, after parsing."
+    if args.command == "train":
+        cfg = config_from_args(args)
+        check_threads(cfg.threads)
+        out = Path(cfg.out or f"runs/{cfg.task or 'copy'}")
+        if out.exists() and not out.is_dir():
+            raise UsageError(f"--out {out} is a file, not a folder; choose a folder for the run.")
+        try: task = make_task(cfg.task or "copy", **{k: getattr(cfg, k) for k in TASK_SETTINGS})
+        except (ValueError, TypeError): task = None        # `train` names the setting
+        if task is not None:
+            check_memory("one training batch", train_bytes(task), "use a smaller --batch-size or --max-tokens "
+                         "(with --accum-steps to keep the step's size)")
+        r = train(cfg)
+        if int(os.environ.get("RANK", "0")) != 0: return    # under torchrun, rank 0 alone reports
+        print(f"{r['task']}: {r['described']} after {r['steps']} steps in {r['seconds']:.1f} s ({r['verdict']}); "
+              f"run folder: {r['out']}", flush=True)
+    elif args.command == "eval":
+        _positive(args, "n", "beam")
+        model = _eval_limits(args)
+        try: r = evaluate(args.checkpoint, args.n, args.seed, args.device, args.task, args.data_dir,
+                          split=args.split, beam=args.beam, length_penalty=args.length_penalty)
+        except ValueError as e:                                  # the task's own check of the split's name
+            if args.split is None or repr(args.split) not in str(e): raise
+            raise UsageError(f"--split {args.split}: {e}") from None
+        seen = r.get("n", r.get("chars", 0) // max(1, model.get("context") or 1))   # examples, or windows of text
+        if args.n is not None and seen < args.n:
+            raise UsageError(f"--n {args.n:,} is more than the {r.get('split', 'test')} split holds ({seen:,}); "
+                             f"use --n {seen:,} or less, or leave it out.")
+        print(json.dumps(r), flush=True)
+    elif args.command == "average":
+        r = average(args.checkpoints, args.out)
+        print(f"averaged {len(r['averaged'])} checkpoints (steps {r['steps']}) into {r['out']}", flush=True)
+    elif args.command == "web":
+        check_new_folder(args.out)
+        from annotated_transformer.web import build_site       # ONNX export: imported only for this verb
+        r = build_site(args.out)
+        print(f"wrote {len(r['files'])} files, {r['bytes'] / 1e6:.1f} MB, to {args.out}: translate.html, classify.html, "
+              f"generate.html (serve the folder over HTTP, e.g. python -m http.server -d {args.out})", flush=True)
+    elif args.command == "classify":
+        texts = read_texts(args.texts, "texts")
+        load_config(resolve_model(args.checkpoint))             # a damaged checkpoint: exit 1, naming the file
+        for line in predict(args.checkpoint, texts, args.device, task="imdb"): print(line, flush=True)
+    elif args.command == "generate":
+        _positive(args, "max_new_tokens", "top_k")
+        if not args.temperature > 0: raise UsageError(f"--temperature must be > 0, got {args.temperature}.")
+        _check_text(args.prompt, "--prompt")
+        check_memory(f"--max-new-tokens {args.max_new_tokens:,}", 24 * (len(args.prompt) + args.max_new_tokens),
+                     "ask for fewer tokens")                     # the ids (int64, a copy while growing) and the text
+        if not is_hf_checkpoint(args.checkpoint): load_config(resolve_model(args.checkpoint))   # as above
+        if is_hf_checkpoint(args.checkpoint):
+            print(generate_hf(args.checkpoint, args.prompt, args.max_new_tokens, args.temperature, args.top_k,
+                              args.seed, args.device), flush=True)
+        else:
+            for text in predict(args.checkpoint, [args.prompt], args.device, max_new_tokens=args.max_new_tokens,
+                                temperature=args.temperature, top_k=args.top_k, seed=args.seed):
+                print(text, flush=True)
+    else:
+        _positive(args, "beam", "batch_size", "max_len")
+        sentences = read_texts(args.sentences, "sentences")
+        _translate_limits(args, sentences)
+        for line in predict(args.checkpoint, sentences, args.device, beam=args.beam, max_len=args.max_len,
+                            length_penalty=args.length_penalty, batch_size=args.batch_size):
+            print(line, flush=True)
+
+# %% ../nbs/93_cli.ipynb #658ed90b
+_OS_REASONS = {   # errno -> what happened and what to do; the file is named before it
+    errno.ENOSPC: "no space left on the device: free some space (or write elsewhere) and run again",
+    errno.EDQUOT: "disk quota exceeded: free some space (or write elsewhere) and run again",
+    errno.EFBIG: "the file size limit was reached (ulimit -f): raise it, or write elsewhere",
+    errno.EROFS: "read-only file system: choose a folder you can write to",
+    errno.EACCES: "permission denied: choose a folder you can write to, or change its permissions",
+    errno.EPERM: "operation not permitted: choose a folder you can write to, or change its permissions",
+    errno.ENOTDIR: "a part of this path is a file, not a folder: choose another path",
+    errno.EISDIR: "is a folder where a file was expected: choose a file",
+    errno.ENOENT: "no such file or folder: check the path",
+    errno.ENOMEM: "out of memory: use a smaller size (--batch-size, --beam, --max-len)",
+    errno.EPIPE: "the output's reader went away (broken pipe)",
+}
+
+def failure(e: BaseException, target: str | None = None) -> tuple[int, str] | None:
+    """The exit code and one-line message of an expected failure `e`: 2 for a usage error, 1 for a job that could not be
+    done (a missing or damaged file, a full or read-only disk, no network, too little memory). `target` names the
+    file or folder being written when the error does not. None for an unexpected error: a bug, whose traceback stays."""
+    if isinstance(e, UsageError): return EXIT_USAGE, str(e)
+    if isinstance(e, (CheckpointError, DataError, HFCheckpointError)): return EXIT_FAILED, str(e)
+    name, module = type(e).__name__, type(e).__module__ or ""
+    if isinstance(e, OSError) and e.errno is not None:          # raised by the system, about a file
+        where = e.filename if e.filename is not None else target
+        reason = _OS_REASONS.get(e.errno, e.strerror or name)
+        return EXIT_FAILED, f"{where}: {reason}." if where is not None else f"{reason}."
+    if isinstance(e, (OSError, ConnectionError)): return EXIT_FAILED, str(e)   # ours: FileNotFoundError(message) etc.
+    if name == "SafetensorError":                               # its I/O errors carry the errno in their text
+        code = re.search(r"(?:code: |os error )(\d+)", str(e))
+        if code and int(code.group(1)) in _OS_REASONS:
+            return EXIT_FAILED, f"{target or 'a .safetensors file'}: {_OS_REASONS[int(code.group(1))]}."
+        return EXIT_FAILED, f"a .safetensors file could not be read or written: {e}"
+    if isinstance(e, MemoryError) or (isinstance(e, RuntimeError) and "can't allocate memory" in str(e)):
+        return EXIT_FAILED, _OS_REASONS[errno.ENOMEM] + "."
+    if isinstance(e, pickle.UnpicklingError):                  # torch.load(weights_only=True) refused a pickle
+        return EXIT_FAILED, ("a weights file holds pickled Python objects other than tensors, which could run code "
+                             "when loaded; it is refused: use the model's .safetensors weights instead.")
+    if module.startswith("huggingface_hub"): return EXIT_FAILED, f"Hugging Face hub: {e}"
+    return None
+
 def main(argv: list[str] | None = None) -> int:
-    "Entry point of `annotated-transformer` and `python -m annotated_transformer`; returns the exit code."
+    """Entry point of `annotated-transformer` and `python -m annotated_transformer`; returns the exit code. Every
+    expected failure is one line on stderr (`failure`); Ctrl-C and SIGTERM exit with 128 + the signal's number."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    if argv is None and hasattr(signal, "SIGXFSZ"):     # the program (a notebook's call changes no signal handler):
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)     # ulimit -f is then an error (EFBIG), not a kill
+    target = getattr(args, "out", None)
     try:
-        if args.command == "train":
-            r = train(config_from_args(args))
-            if int(os.environ.get("RANK", "0")) != 0: return 0       # under torchrun, rank 0 alone reports
-            print(f"{r['task']}: {r['described']} after {r['steps']} steps in {r['seconds']:.1f} s ({r['verdict']}); "
-                  f"run folder: {r['out']}", flush=True)
-        elif args.command == "eval":
-            _positive(args, "n", "beam")
-            print(json.dumps(evaluate(args.checkpoint, args.n, args.seed, args.device, args.task, args.data_dir,
-                                      split=args.split, beam=args.beam, length_penalty=args.length_penalty)), flush=True)
-        elif args.command == "average":
-            r = average(args.checkpoints, args.out)
-            print(f"averaged {len(r['averaged'])} checkpoints (steps {r['steps']}) into {r['out']}", flush=True)
-        elif args.command == "web":
-            from annotated_transformer.web import build_site       # ONNX export: imported only for this verb
-            r = build_site(args.out)
-            print(f"wrote {len(r['files'])} files, {r['bytes'] / 1e6:.1f} MB, to {args.out}: translate.html, classify.html, "
-                  f"generate.html (serve the folder over HTTP, e.g. python -m http.server -d {args.out})", flush=True)
-        elif args.command == "classify":
-            texts = args.texts or [s.strip() for s in sys.stdin if s.strip()]
-            if not texts: raise UsageError("no texts to classify: give them as arguments, or one per line on standard input.")
-            for line in predict(args.checkpoint, texts, args.device, task="imdb"): print(line, flush=True)
-        elif args.command == "generate":
-            _positive(args, "max_new_tokens", "top_k")
-            if not args.temperature > 0: raise UsageError(f"--temperature must be > 0, got {args.temperature}.")
-            if is_hf_checkpoint(args.checkpoint):
-                print(generate_hf(args.checkpoint, args.prompt, args.max_new_tokens, args.temperature, args.top_k,
-                                  args.seed, args.device), flush=True)
-            else:
-                for text in predict(args.checkpoint, [args.prompt], args.device, max_new_tokens=args.max_new_tokens,
-                                    temperature=args.temperature, top_k=args.top_k, seed=args.seed):
-                    print(text, flush=True)
-        else:
-            _positive(args, "beam", "batch_size", "max_len")
-            sentences = args.sentences or [s.strip() for s in sys.stdin if s.strip()]
-            for line in predict(args.checkpoint, sentences, args.device, beam=args.beam, max_len=args.max_len,
-                                length_penalty=args.length_penalty, batch_size=args.batch_size):
-                print(line, flush=True)
-    except UsageError as e:
-        parser.exit(2, f"{parser.prog}: error: {e}\n")
-    except (CheckpointError, DataError, FileNotFoundError, FileExistsError, ConnectionError, HFCheckpointError) as e:
-        parser.exit(1, f"{parser.prog}: error: {e}\n")
+        _run(args)
     except KeyboardInterrupt as e:
-        code = 128 + e.signum if isinstance(e, Interrupted) else 130
+        if argv is None:        # the program, not a notebook's call: a second signal must not interrupt the exit
+            for s in (signal.SIGINT, signal.SIGTERM): signal.signal(s, signal.SIG_IGN)
+        code = 128 + e.signum if isinstance(e, Interrupted) else 128 + signal.SIGINT
         parser.exit(code, f"{parser.prog}: {e if isinstance(e, Interrupted) else 'interrupted'}\n")
+    except Exception as e:
+        if (known := failure(e, target)) is None: raise
+        if isinstance(e, BrokenPipeError) and argv is None:   # nothing more can be printed: not at exit either
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        code, message = known
+        parser.exit(code, f"{parser.prog}: error: {' '.join(message.split())}\n")
     return 0
 
 # %% ../nbs/93_cli.ipynb #b06382cb
@@ -222,6 +444,24 @@ def is_hf_checkpoint(spec: str | os.PathLike) -> bool:
     try: return cfg.is_file() and "model_type" in json.loads(cfg.read_text(encoding="utf-8"))
     except (ValueError, OSError): return False
 
+def _hf_model(spec: str, folder_of, load):
+    "`load(folder_of(name))`, with the hub's and the loaders' errors turned into one `HFCheckpointError` naming `spec`."
+    name = spec.removeprefix(HF_PREFIX)
+    try: folder = folder_of(name)
+    except HFCheckpointError: raise
+    except Exception as e:
+        if not type(e).__module__.startswith("huggingface_hub"): raise
+        raise HFCheckpointError(f"{spec}: no such folder, and no Hugging Face model of that name could be downloaded "
+                                f"({type(e).__name__}); give a folder holding config.json, tokenizer.json and the "
+                                f"weights, or a hub name such as hf:gpt2.") from None
+    try: return folder, load(folder)
+    except pickle.UnpicklingError:
+        raise HFCheckpointError(f"{folder}: its weights file holds pickled Python objects other than tensors, which "
+                                f"could run code when loaded; it is refused: use a model.safetensors instead.") from None
+    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+        raise HFCheckpointError(f"{folder / 'config.json'} is not valid JSON ({e}); restore it from the model's "
+                                f"source.") from None
+
 def generate_hf(spec: str | os.PathLike, prompt: str, max_new_tokens: int, temperature: float = 0.8,
                 top_k: int | None = None, seed: int | None = None, device: str = "auto") -> str:
     """The prompt and its continuation by the Hugging Face model `spec` (`hf:NAME` or a folder): read by
@@ -232,7 +472,7 @@ def generate_hf(spec: str | os.PathLike, prompt: str, max_new_tokens: int, tempe
     from annotated_transformer.modern import load_hf
     from annotated_transformer.language_model import generate
     from annotated_transformer.run import resolve_device
-    folder = hf_folder(str(spec).removeprefix(HF_PREFIX))
+    folder, model = _hf_model(str(spec), hf_folder, load_hf)
     tok_file = folder / "tokenizer.json"
     if not tok_file.is_file():
         raise HFCheckpointError(f"{tok_file} not found: the model's tokenizer is needed to read the prompt.")
@@ -242,7 +482,7 @@ def generate_hf(spec: str | os.PathLike, prompt: str, max_new_tokens: int, tempe
         bos = json.loads((folder / "config.json").read_text(encoding="utf-8")).get("bos_token_id")
         if bos is None: raise UsageError("this model names no beginning-of-text token: give a --prompt.")
         ids = [bos]
-    model = load_hf(folder).to(dev).eval()
+    model = model.to(dev).eval()
     g = None if seed is None else torch.Generator(dev).manual_seed(seed)
     out = generate(model, torch.tensor([ids], device=dev), max_new_tokens, temperature, top_k, generator=g)
     return tok.decode(out[0].tolist())
