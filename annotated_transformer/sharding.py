@@ -82,7 +82,15 @@ def join_process_group(backend: str | None = None, timeout: timedelta = timedelt
                                 store=dist.PrefixStore(f"attempt_{attempt}/", store), rank=rank, world_size=world)
     return dist.get_rank(), dist.get_world_size()
 
-# %% ../nbs/08_sharding.ipynb #7b7738c1
+# %% ../nbs/08_sharding.ipynb #e45aded0
+def _peak_rss_mib(reset: bool = False) -> float | None:
+    "This process's peak resident memory in MiB since the last `reset` (Linux: VmHWM; elsewhere None)."
+    try:
+        if reset: Path("/proc/self/clear_refs").write_text("5")   # restart the peak count from the current size
+        return next(int(l.split()[1]) / 1024 for l in Path("/proc/self/status").read_text().splitlines()
+                    if l.startswith("VmHWM"))
+    except (OSError, StopIteration): return None
+
 def _gather_for_check(out: Path, model: nn.Module, opt: torch.optim.Optimizer, rank: int) -> None:
     "Rank 0 writes the whole weights and Adam's moments (every rank takes part in gathering them)."
     from safetensors.torch import save_file
@@ -101,24 +109,23 @@ def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: 
     """Train a small copy-task model for `steps` Adam steps on fixed global batches of `batch_size` sequences, in one
     process (`mode="single"`) or, under `torchrun`, each of P ranks on its `batch_size / P` rows (`"ddp"`, `"fsdp"`).
     Writes `out/rank<r>.json`: the whole batch's loss per token at each step, this rank's bytes of parameters,
-    gradients and Adam state before the last step, steps/s, peak resident memory; rank 0 gathers the weights and
+    gradients and Adam state before the last step, steps/s after the first, resident memory at the start and its peak while training; rank 0 gathers the weights and
     Adam's moments into `out/weights.safetensors` and `out/optimizer.safetensors` (a check, small models only).
     `save`: a run folder for `save_sharded` at the end. Returns this rank's record."""
-    import resource, time
+    import time
     from torch.nn.parallel import DistributedDataParallel as DDP
-    from annotated_transformer.model import make_model
-    from annotated_transformer.training import Batch, LabelSmoothing, copy_task_batches
-    from annotated_transformer.run import train_step
+    from annotated_transformer.training import Batch, LabelSmoothing, copy_task_batches, train_step
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     rank, world = join_process_group("gloo") if mode != "single" else (0, 1)
     if batch_size % world: raise ValueError(f"batch_size={batch_size} must be a multiple of the {world} processes.")
     torch.manual_seed(0)                                   # the same initial weights on every rank
-    model = make_model(vocab, vocab, N=N, d_model=d_model, d_ff=d_ff, h=h, dropout=0.0)
+    model = model_from_config(dict(src_vocab=vocab, tgt_vocab=vocab, N=N, d_model=d_model, d_ff=d_ff, h=h, dropout=0.0))
     model = shard_model(model) if mode == "fsdp" else DDP(model) if mode == "ddp" else model
     opt, crit = torch.optim.Adam(model.parameters(), lr=lr), LabelSmoothing(vocab, 0, 0.0)
     held = {}                                              # bytes held just before an optimizer step
     opt.register_step_pre_hook(lambda o, args, kwargs: held.update(state_bytes(model, o)))
     rows = slice(rank * batch_size // world, (rank + 1) * batch_size // world)   # this rank's part of each batch
+    rss0 = _peak_rss_mib(reset=True)                       # the training's peak, not the model's construction
     losses, start = [], time.perf_counter()
     for step in range(steps):
         b = next(copy_task_batches(vocab, batch_size, 1, seq_len=seq_len, generator=torch.Generator().manual_seed(step)))
@@ -126,9 +133,10 @@ def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: 
         total = torch.stack([loss.detach().float(), torch.tensor(float(n))])
         if world > 1: dist.all_reduce(total)              # the whole batch's loss per token
         losses.append(float(total[0] / total[1]))
+        if step == 0: start = time.perf_counter()          # time the steps after the first (allocations)
     rec = {"mode": mode, "world": world, "rank": rank, "losses": losses,
-           "steps_per_s": steps / (time.perf_counter() - start), "bytes": held,
-           "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+           "steps_per_s": (steps - 1) / (time.perf_counter() - start), "bytes": held,
+           "rss_at_start_mib": rss0, "peak_rss_mib": _peak_rss_mib()}
     if save: save_sharded(save, steps, model, opt, state={"step": steps})
     _gather_for_check(out, model, opt, rank)
     (out / f"rank{rank}.json").write_text(json.dumps(rec) + "\n", encoding="utf-8")
@@ -144,12 +152,14 @@ def _barrier() -> None:
     if dist.is_initialized(): dist.barrier()
 
 def save_sharded(out: str | Path, step: int, model: nn.Module, optimizer: torch.optim.Optimizer,
-                 scheduler=None, state: dict | None = None, config: dict | None = None, keep: int = 1) -> Path:
+                 scheduler=None, state: dict | None = None, config: dict | None = None, keep: int = 1,
+                 files: list[Path] = ()) -> Path:
     """Save the run's model and optimizer as `out/step-<step>`, each rank writing its own shard with
     `torch.distributed.checkpoint` (nobody gathers the whole model). Every rank calls it. All ranks write into one
     hidden folder, which rank 0 renames to `step-<step>` once every rank has finished, so a kill at any moment leaves
     the previous checkpoint whole. `state` (counters), the `scheduler` and `config` (e.g. the task) go to JSON files
-    written by rank 0. Keeps the newest `keep` checkpoints. `out` must be one folder that every rank can see."""
+    written by rank 0, which also copies the `files` (e.g. a tokenizer) into the checkpoint. Keeps the newest `keep`
+    checkpoints. `out` must be one folder that every rank can see."""
     out = Path(out); final = out / f"{UNIT_PREFIX}{step}"
     tmp = out / f".{final.name}.sharded.tmp"
     if _rank() == 0:
@@ -166,6 +176,7 @@ def save_sharded(out: str | Path, step: int, model: nn.Module, optimizer: torch.
         meta = {"step": step, "state": dict(state or {}),
                 "scheduler": None if scheduler is None else scheduler.state_dict()}
         (tmp / SHARDED_STATE).write_text(json.dumps(meta) + "\n", encoding="utf-8")
+        for f in files: shutil.copyfile(f, tmp / Path(f).name)
         _fsync_tree(tmp); _fsync_tree(tmp / SHARDS)
         os.replace(tmp, final)                  # atomic: the checkpoint exists whole, or not at all
         _fsync_tree(out)
