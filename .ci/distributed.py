@@ -1,8 +1,11 @@
 """Multi-process checks that a notebook cannot run in reasonable time: sharded checkpoints loaded at another number
-of processes (1 -> 2, 2 -> 1), a save killed half-way, an elastic restart after `kill -9` that resumes by itself,
-and two `torchrun` "nodes" on this machine equal to one `torchrun --standalone`. CPU, gloo, 2 processes, small models.
+of processes (1 -> 2, 2 -> 1), a save killed half-way, two `torchrun` "nodes" on this machine equal to one
+`torchrun --standalone`, and `annotated-transformer train --shard`: resumed 2 -> 1 -> 2 processes, and under
+`torchrun --max-restarts 1` a `kill -9` of a worker after which the group restarts and resumes by itself.
+CPU, gloo, 2 processes, small models.
 
     python .ci/distributed.py            # all checks; exit code 0 when they pass
+    python .ci/distributed.py cli        # only the checks of the command line
     python .ci/distributed.py worker ... # one process of a check (started by torchrun)
 """
 from __future__ import annotations
@@ -116,15 +119,6 @@ def main() -> None:
     launch(["--load", str(tmp / "two"), "--compare", str(tmp / "two-dump" / "mid"), "--dump", str(tmp / "two-in-one")])
     ok("a save killed before its rename leaves the previous checkpoint, which loads into 1 process exactly")
 
-    # elastic restart: rank 0 is killed (-9) at step 3, after the checkpoint of step 2; torchrun restarts the group,
-    # which resumes from step-2 by itself and finishes; then an uninterrupted run resumed from that checkpoint
-    launch(["--out", str(tmp / "el"), "--dump", str(tmp / "el-dump"), "--kill-step", "3"],
-           torchrun=["--standalone", "--nproc-per-node", "2", "--max-restarts", "1"])
-    launch(["--load", str(tmp / "el" / "step-2"), "--dump", str(tmp / "el-ref")], procs=2)
-    same_files(tmp / "el-dump", tmp / "el-ref", "restarted run vs uninterrupted run from step-2")
-    ok("kill -9 of a worker: torchrun --max-restarts 1 restarts the group, it resumes by itself and ends "
-       "with the weights of an uninterrupted run from the same checkpoint")
-
     # two nodes on this machine (two torchrun launches, one process each) == --standalone --nproc-per-node 2
     port = free_port()
     nodes = [launch(["--dump", str(tmp / "nodes")], background=True,
@@ -137,9 +131,84 @@ def main() -> None:
     launch(["--dump", str(tmp / "standalone")], procs=2)
     same_files(tmp / "nodes", tmp / "standalone", "two nodes vs standalone")
     ok("two torchrun nodes (c10d rendezvous on 127.0.0.1) train exactly like --standalone --nproc-per-node 2")
+    cli_checks(tmp, ok)
     print(f"distributed checks: all passed in {time.time() - t0:.0f} s")
+
+
+def cli(args: list[str], procs: int, torchrun: list[str] | None = None, background: bool = False, digest: Path | None = None):
+    "`annotated-transformer train --task copy ... --shard` in `procs` processes under torchrun (or one process)."
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    if digest: env["ANNOTATED_TRANSFORMER_PARAM_DIGEST"] = str(digest); digest.mkdir(parents=True, exist_ok=True)
+    train = ["-m", "annotated_transformer", "train", "--task", "copy", "--device", "cpu", "--batch-size", "8",
+             "--eval-every", "10", "--no-progress", "--shard", "--keep-checkpoints", "100", *args]
+    cmd = [sys.executable, *(["-m", "torch.distributed.run", *(torchrun or ["--standalone", "--nproc-per-node",
+                                                                            str(procs)])] if procs > 1 else []), *train]
+    p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if background: return p
+    out, err = p.communicate(timeout=400)
+    if p.returncode != 0: raise SystemExit(f"FAILED: {' '.join(cmd)}\n{err[-4000:]}")
+    return err
+
+
+def resumed_from(log: str) -> list[int]:
+    "The first step of each start of training in a log ('steps N -> at most M')."
+    import re
+    return [int(m) for m in re.findall(r"steps (\d+) -> at most", log)]
+
+
+def cli_checks(tmp: Path, ok) -> None:
+    import shutil
+    from annotated_transformer.checkpoint import checkpoint_units
+    # --shard: 2 processes -> resume in 1 -> resume in 2
+    run = tmp / "cli"
+    cli(["--out", str(run), "--max-steps", "10"], 2)
+    log = cli(["--out", str(run), "--max-steps", "20", "--resume"], 1)
+    assert resumed_from(log) == [10], log[-2000:]
+    log = cli(["--out", str(run), "--max-steps", "30", "--resume"], 2)
+    assert resumed_from(log) == [20], log[-2000:]
+    assert [u.name for u in checkpoint_units(run)] == ["step-10", "step-20", "step-30"]
+    r = subprocess.run([sys.executable, "-m", "annotated_transformer", "eval", "--checkpoint", str(run), "--n", "20"],
+                       env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr[-2000:]
+    ok("train --shard: 2 processes, resumed in 1, resumed in 2; eval reads the run")
+
+    # kill -9 of rank 0 after the first checkpoint: torchrun restarts the group, which resumes by itself
+    run, digests = tmp / "cli-el", tmp / "cli-el-digest"
+    p = cli(["--out", str(run), "--max-steps", "40"], 2, ["--standalone", "--nproc-per-node", "2", "--max-restarts", "1"],
+            background=True, digest=digests)
+    deadline = time.time() + 300
+    while not (run / "step-10").is_dir():
+        assert p.poll() is None and time.time() < deadline, "the run ended before its first checkpoint"
+        time.sleep(0.2)
+    killed = kill_rank0(p.pid)
+    _, err = p.communicate(timeout=400)
+    assert p.returncode == 0, err[-4000:]
+    starts = resumed_from(err)
+    assert len(starts) == 2 and starts[0] == 0 and starts[1] >= 10, (killed, starts, err[-3000:])
+    # an uninterrupted run resumed from the same checkpoint ends with the same weights
+    ref = tmp / "cli-el-ref"
+    shutil.copytree(run, ref)
+    for u in checkpoint_units(ref):
+        if int(u.name.split("-")[1]) > starts[1]: shutil.rmtree(u)
+    cli(["--out", str(ref), "--max-steps", "40", "--resume"], 2, digest=tmp / "cli-el-ref-digest")
+    a, b = ((d / "rank0.sha256").read_text() for d in (digests, tmp / "cli-el-ref-digest"))
+    assert a == b, "the restarted run and the uninterrupted one from the same checkpoint differ"
+    ok(f"train --shard under torchrun --max-restarts 1: kill -9 of rank 0 (pid {killed}) at step >= 10, the group "
+       f"restarted, resumed from step {starts[1]} by itself, and ended with the weights of an uninterrupted run")
+
+
+def kill_rank0(agent: int) -> int:
+    "kill -9 the worker of RANK 0 among the children of the torchrun agent `agent`; returns its pid."
+    for pid in Path(f"/proc/{agent}/task/{agent}/children").read_text().split():
+        env = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        if b"RANK=0" in env:
+            os.kill(int(pid), signal.SIGKILL); return int(pid)
+    raise SystemExit("FAILED: no worker of rank 0 found")
 
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["worker"]: worker(sys.argv[2:])
+    elif sys.argv[1:2] == ["cli"]:           # only the checks of the command line
+        t0 = time.time(); cli_checks(Path(tempfile.mkdtemp(prefix="distributed-")),
+                                     lambda msg: print(f"ok ({time.time() - t0:.0f} s): {msg}", flush=True))
     else: main()

@@ -11,6 +11,7 @@ import json
 import os
 import shutil
 import sys
+from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
 
@@ -19,17 +20,16 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn, Tensor
 from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_optimizer_state_dict,
-                                                     get_state_dict,
-                                                     set_state_dict)
-from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+                                                     get_state_dict, set_state_dict)
+from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
-from .checkpoint import (CONFIG_FILE, FORMAT_VERSION, UNIT_PREFIX, CheckpointError, _fsync_tree, _read_json,
-                         checkpoint_units, resolve_checkpoint, save_model, atomic_write)
+from .checkpoint import (CONFIG_FILE, FORMAT_VERSION, UNIT_PREFIX, CheckpointError, _fsync_tree,
+                                              _read_json, checkpoint_units, resolve_checkpoint, save_model)
 from .model import model_from_config
 
 # %% auto #0
-__all__ = ['SHARDS', 'SHARDED_STATE', 'shard_units', 'shard_model', 'is_sharded', 'state_bytes', 'join_process_group',
+__all__ = ['SHARDS', 'SHARDED_STATE', 'shard_units', 'shard_model', 'is_sharded', 'gathered', 'state_bytes', 'join_process_group',
            'demo_train', 'save_sharded', 'is_sharded_checkpoint', 'load_sharded', 'consolidate']
 
 # %% ../nbs/08_sharding.ipynb #6a2198c0
@@ -54,6 +54,16 @@ def shard_model(model: nn.Module, precision: str = "fp32", device: torch.device 
 def is_sharded(model: nn.Module) -> bool:
     "Whether `model`'s parameters are FSDP shards (DTensors)."
     return any(isinstance(p, DTensor) for p in model.parameters())
+
+@contextmanager
+def gathered(model: nn.Module):
+    """Inside the block every rank holds all of a sharded `model`'s weights, for code that calls other methods than
+    `forward` (decoding calls `encode`, `decode` and the generator); after it each rank keeps its shards again."""
+    units = [m for m in model.modules() if isinstance(m, FSDPModule)]
+    for m in units: m.unshard()
+    try: yield model
+    finally:
+        for m in units: m.reshard()
 
 # %% ../nbs/08_sharding.ipynb #662a2ef9
 def _local_bytes(t) -> int:
