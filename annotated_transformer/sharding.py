@@ -32,7 +32,7 @@ from .model import model_from_config
 __all__ = ['SHARDS', 'SHARDED_STATE', 'shard_units', 'shard_model', 'is_sharded', 'gathered', 'state_bytes', 'join_process_group',
            'demo_train', 'save_sharded', 'is_sharded_checkpoint', 'load_sharded', 'consolidate']
 
-# %% ../nbs/08_sharding.ipynb #6a2198c0
+# %% ../nbs/08_sharding.ipynb #46c857b9
 def shard_units(model: nn.Module) -> list[nn.Module]:
     "The modules that `shard_model` shards one by one: every encoder and decoder layer, in order."
     return [layer for part in ("encoder", "decoder") if isinstance(getattr(model, part, None), nn.Module)
@@ -65,7 +65,7 @@ def gathered(model: nn.Module):
     finally:
         for m in units: m.reshard()
 
-# %% ../nbs/08_sharding.ipynb #662a2ef9
+# %% ../nbs/08_sharding.ipynb #7cbe30aa
 def _local_bytes(t) -> int:
     if t is None: return 0
     return (t.to_local() if isinstance(t, DTensor) else t).nbytes
@@ -79,7 +79,7 @@ def state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer | None = None
     return {"parameters": sum(map(_local_bytes, params)), "gradients": sum(_local_bytes(p.grad) for p in params),
             "optimizer": sum(map(_local_bytes, opt))}
 
-# %% ../nbs/08_sharding.ipynb #e2e6a3a4
+# %% ../nbs/08_sharding.ipynb #cbfbe14d
 def join_process_group(backend: str | None = None, timeout: timedelta = timedelta(minutes=10)) -> tuple[int, int]:
     """`init_process_group` for a process started by `torchrun` (or with RANK, WORLD_SIZE, MASTER_ADDR and
     MASTER_PORT set), safe after an elastic restart: the group's keys live under a prefix of their own for each
@@ -92,7 +92,7 @@ def join_process_group(backend: str | None = None, timeout: timedelta = timedelt
                                 store=dist.PrefixStore(f"attempt_{attempt}/", store), rank=rank, world_size=world)
     return dist.get_rank(), dist.get_world_size()
 
-# %% ../nbs/08_sharding.ipynb #e45aded0
+# %% ../nbs/08_sharding.ipynb #9c6f3425
 def _peak_rss_mib(reset: bool = False) -> float | None:
     "This process's peak resident memory in MiB since the last `reset` (Linux: VmHWM; elsewhere None)."
     try:
@@ -112,7 +112,7 @@ def _gather_for_check(out: Path, model: nn.Module, opt: torch.optim.Optimizer, r
         save_file({f"{k}.{m}": s[m] for k, s in moments["state"].items() for m in ("exp_avg", "exp_avg_sq")},
                   str(out / "optimizer.safetensors"))
 
-# %% ../nbs/08_sharding.ipynb #04b627bf
+# %% ../nbs/08_sharding.ipynb #b0d9f0de
 def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: int = 8, save: str | None = None,
                seq_len: int = 12, vocab: int = 32, N: int = 2, d_model: int = 64, d_ff: int = 128, h: int = 4,
                lr: float = 1e-3) -> dict:
@@ -153,7 +153,7 @@ def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: 
     if world > 1: dist.destroy_process_group()
     return rec
 
-# %% ../nbs/08_sharding.ipynb #9561b15c
+# %% ../nbs/08_sharding.ipynb #464c54c4
 SHARDS = "shards"   # the folder of a sharded checkpoint that torch.distributed.checkpoint writes (one file per rank)
 SHARDED_STATE = "sharded_state.json"
 
@@ -194,7 +194,7 @@ def save_sharded(out: str | Path, step: int, model: nn.Module, optimizer: torch.
     _barrier()
     return final
 
-# %% ../nbs/08_sharding.ipynb #35fc35cf
+# %% ../nbs/08_sharding.ipynb #f87646d7
 def is_sharded_checkpoint(path: str | Path) -> bool:
     "Whether the checkpoint folder (or the newest checkpoint of the run folder) `path` was written by `save_sharded`."
     return (resolve_checkpoint(path) / SHARDS / ".metadata").is_file()
@@ -235,7 +235,7 @@ def consolidate(path: str | Path) -> Path:
     model.load_state_dict(sd["model"])
     return save_model(model, path, {k: v for k, v in cfg.items() if k not in ("format_version", "model")})
 
-# %% ../nbs/08_sharding.ipynb #a67e7870
+# %% ../nbs/08_sharding.ipynb #d9b9ffa1
 if __name__ == "__main__" and sys.argv[0].endswith("sharding.py"):   # run as a module, not inside this notebook
     # python -m annotated_transformer.sharding OUT [MODE [STEPS [BATCH [SAVE]]]], alone or under torchrun
     a = sys.argv[1:]
