@@ -170,7 +170,11 @@ def cli_checks(tmp: Path, ok) -> None:
     r = subprocess.run([sys.executable, "-m", "annotated_transformer", "eval", "--checkpoint", str(run), "--n", "20"],
                        env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr[-2000:]
-    ok("train --shard: 2 processes, resumed in 1, resumed in 2; eval reads the run")
+    avg = subprocess.run([sys.executable, "-m", "annotated_transformer", "average", "--out", str(tmp / "cli-avg"),
+                          *map(str, checkpoint_units(run))], env={**os.environ, "PYTHONPATH": str(ROOT)},
+                         capture_output=True, text=True, timeout=300)
+    assert avg.returncode == 0, avg.stderr[-2000:]
+    ok("train --shard: 2 processes, resumed in 1, resumed in 2; eval reads the run, average its sharded snapshots")
 
     # kill -9 of rank 0 after the first checkpoint: torchrun restarts the group, which resumes by itself
     run, digests = tmp / "cli-el", tmp / "cli-el-digest"
