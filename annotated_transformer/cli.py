@@ -64,13 +64,13 @@ def average(checkpoints: list[str | Path], out: str | Path) -> dict:
     `translate` use it like any other."""
     if not checkpoints: raise UsageError("no checkpoints to average; pass two or more checkpoint folders.")
     paths, out = [resolve_model(p) for p in checkpoints], Path(out)
+    if any(p.resolve() == out.resolve() for p in paths):
+        raise UsageError(f"--out {out} is one of the checkpoints being averaged; write the average to a new folder.")
+    check_new_folder(out)
     from annotated_transformer.checkpoint import resolve_checkpoint
     from annotated_transformer.sharding import consolidate, is_sharded_checkpoint   # imported only when needed
     for p in map(resolve_checkpoint, paths):   # train --shard keeps older checkpoints as shards: write their weights
         if is_sharded_checkpoint(p) and not (p / "model.safetensors").is_file(): consolidate(p)
-    if any(p.resolve() == out.resolve() for p in paths):
-        raise UsageError(f"--out {out} is one of the checkpoints being averaged; write the average to a new folder.")
-    check_new_folder(out)
     try: state = average_checkpoints(paths)
     except ValueError as e: raise UsageError(str(e)) from None
     steps = [load_config(p).get("step") for p in paths]
