@@ -135,12 +135,13 @@ def main(with_cli: bool = True) -> None:
     print(f"distributed checks: all passed in {time.time() - t0:.0f} s")
 
 
-def cli(args: list[str], procs: int, torchrun: list[str] | None = None, background: bool = False, digest: Path | None = None):
+def cli(args: list[str], procs: int, torchrun: list[str] | None = None, background: bool = False,
+        digest: Path | None = None, ddp: bool = False):
     "`annotated-transformer train --task copy ... --shard` in `procs` processes under torchrun (or one process)."
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
     if digest: env["ANNOTATED_TRANSFORMER_PARAM_DIGEST"] = str(digest); digest.mkdir(parents=True, exist_ok=True)
     train = ["-m", "annotated_transformer", "train", "--task", "copy", "--device", "cpu", "--batch-size", "8",
-             "--eval-every", "10", "--no-progress", "--shard", "--keep-checkpoints", "100", *args]
+             "--eval-every", "10", "--no-progress", *([] if ddp else ["--shard"]), "--keep-checkpoints", "100", *args]
     cmd = [sys.executable, *(["-m", "torch.distributed.run", *(torchrun or ["--standalone", "--nproc-per-node",
                                                                             str(procs)])] if procs > 1 else []), *train]
     p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -175,6 +176,20 @@ def cli_checks(tmp: Path, ok) -> None:
                          capture_output=True, text=True, timeout=300)
     assert avg.returncode == 0, avg.stderr[-2000:]
     ok("train --shard: 2 processes, resumed in 1, resumed in 2; eval reads the run, average its sharded snapshots")
+
+    # --shard equals DDP (fp32 rounding), with gradient accumulation and activation checkpointing
+    runs = {m: cli(["--out", str(tmp / f"cli-{m}"), "--max-steps", "10", "--accum-steps", "2",
+                    "--checkpoint-activations"], 2, background=True, ddp=m == "ddp")
+            for m in ("fsdp", "ddp")}
+    for m, p in runs.items():
+        _, err = p.communicate(timeout=400)
+        assert p.returncode == 0, err[-3000:]
+    from annotated_transformer.checkpoint import load_model
+    a, b = (load_model(tmp / f"cli-{m}").state_dict() for m in ("fsdp", "ddp"))
+    diff = {k: (a[k] - b[k]).abs().max().item() for k in a}
+    assert max(v for k, v in diff.items() if not k.endswith("w_k.bias")) < 1e-5, diff
+    assert max(v for k, v in diff.items() if k.endswith("w_k.bias")) < 1e-2, diff   # zero gradient: Adam's noise
+    ok("train --shard --accum-steps 2 --checkpoint-activations ends with the weights of DDP (fp32 rounding)")
 
     # kill -9 of rank 0 after the first checkpoint: torchrun restarts the group, which resumes by itself
     run, digests = tmp / "cli-el", tmp / "cli-el-digest"
