@@ -134,6 +134,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--checkpoint-activations", action="store_true",
                    help="recompute each layer's activations in the backward pass (less memory, more time)")
     r.add_argument("--compile", action="store_true", help="torch.compile the model (prints the compile time)")
+    r.add_argument("--shard", action="store_true", help="under torchrun: each process keeps 1/P of the weights, "
+                   "gradients and Adam state (FSDP) and writes its part of each checkpoint (chapter 8, part 2)")
     r.add_argument("--keep-checkpoints", type=int, metavar="K",
                    help="checkpoints kept in OUT/step-N: the newest whole, older ones as weights for average (default: 1)")
     e = sub.add_parser("eval", help="evaluate a checkpoint; prints one JSON line")
