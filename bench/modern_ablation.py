@@ -126,6 +126,8 @@ def main():
     p.add_argument("--speed-rounds", type=int, default=5)
     p.add_argument("--speed-steps", type=int, default=3)
     p.add_argument("--save-every", type=int, default=100)
+    p.add_argument("--order", choices=("rows", "seeds"), default="rows",
+                   help="rows: all seeds of a row before the next row (a stopped run leaves whole rows)")
     p.add_argument("--tag", default="full")
     p.add_argument("--resume", action="store_true")
     p.add_argument("--dry-run", action="store_true", help="a tiny run end to end, written under runs/ (< 1 minute)")
@@ -147,21 +149,23 @@ def main():
     if "speed" not in res.data:
         res.put("speed", speed(len(vocab), train, a), top=True); res.put("speed_load", charlm.load_average(), top=True)
         print("speed", res["speed"], flush=True)
-    for seed in a.seeds:                                   # all rows of one seed before the next seed
-        for i, (name, kw) in enumerate(configs(a.heads)):
-            key = f"{name} | seed {seed}"
-            if res.done(key): continue
-            model = build(kw, len(vocab), a, seed)
-            r = charlm.train(model, window_loss(train, a), a.steps, d_model=a.d_model, lr_factor=a.lr_factor,
-                             warmup=a.warmup, seed=seed, ckpt=work / f"seed{seed}-row{i}.pt",
-                             save_every=a.save_every, log_every=max(1, a.steps // 6), name=f"{name} s{seed}")
-            val_loss, chars = corpus_loss(model, val, a.context, a.val_windows)
-            res.put(key, {"change": name, "seed": seed, "config": kw, "parameters": count_parameters(model),
-                          "val_nats_per_char": round(val_loss, 4), "val_chars": chars,
-                          "kv_cache_bytes_per_token": kv_bytes_per_token(model), "train_seconds": r["train_seconds"],
-                          "seconds_per_step": r["seconds_per_step"], "load": charlm.load_average(), "curve": r["curve"]})
-            summarise(res, a, len(vocab))
-            print(key, res["runs"][key]["val_nats_per_char"], flush=True)
+    rows = list(enumerate(configs(a.heads)))
+    order = ([(seed, row) for row in rows for seed in a.seeds] if a.order == "rows" else    # every seed of a row first
+             [(seed, row) for seed in a.seeds for row in rows])                             # every row of a seed first
+    for seed, (i, (name, kw)) in order:
+        key = f"{name} | seed {seed}"
+        if res.done(key): continue
+        model = build(kw, len(vocab), a, seed)
+        r = charlm.train(model, window_loss(train, a), a.steps, d_model=a.d_model, lr_factor=a.lr_factor,
+                         warmup=a.warmup, seed=seed, ckpt=work / f"seed{seed}-row{i}.pt",
+                         save_every=a.save_every, log_every=max(1, a.steps // 6), name=f"{name} s{seed}")
+        val_loss, chars = corpus_loss(model, val, a.context, a.val_windows)
+        res.put(key, {"change": name, "seed": seed, "config": kw, "parameters": count_parameters(model),
+                      "val_nats_per_char": round(val_loss, 4), "val_chars": chars,
+                      "kv_cache_bytes_per_token": kv_bytes_per_token(model), "train_seconds": r["train_seconds"],
+                      "seconds_per_step": r["seconds_per_step"], "load": charlm.load_average(), "curve": r["curve"]})
+        summarise(res, a, len(vocab))
+        print(key, res["runs"][key]["val_nats_per_char"], flush=True)
     print(f"wrote {out}")
     for r in res["summary"]:
         v = r["val_nats_per_char"]
