@@ -8,15 +8,20 @@ Every row uses chapter 11's scaled embedding, N(0, 1/d) * sqrt(d) (`make_modern_
 sinusoid rows need it (an unscaled table is drowned by positions of RMS 0.7), and the rotary rows get it too so that
 the only change between two rows is the one named. The report carries `"sinusoid_embeddings": "scaled"`.
 
-Launch (each resumes where it stopped with --resume; checkpoints under runs/modern_ablation-<tag>/):
+Launch (--resume goes on from the checkpoints under runs/modern_ablation-<tag>/ and from the JSON):
 
-    # the run chapter 16 shows now: a smaller model, 3 seeds (about 0.9 core-hours measured at load 10, see below)
+    # the run chapter 16 shows now: a smaller model, 2,000 steps, 3 seeds a row
     OMP_NUM_THREADS=1 nice -n 10 python bench/modern_ablation.py --data-dir /work/shared/data/tinyshakespeare \
-        --tag small --layers 2 --d-model 64 --context 64 --steps 600 --seeds 0 1 2 --resume
-    # the full budget: chapter 11's size, 3 seeds, 1500 steps
+        --tag small --layers 2 --d-model 64 --context 64 --steps 2000 --save-every 200 --seeds 0 1 2 --resume
+    # chapter 11's size (4 layers of width 128, windows of 128), 1,500 steps, 3 seeds a row
     OMP_NUM_THREADS=1 nice -n 10 python bench/modern_ablation.py --data-dir /work/shared/data/tinyshakespeare \
         --tag full --steps 1500 --seeds 0 1 2 --resume
     python bench/modern_ablation.py --data-dir /work/shared/data/tinyshakespeare --dry-run   # < 1 minute, end to end
+
+Cost, from step times measured on the 2-core AMD EPYC VM at a load average of 8 to 12 (CPU seconds of one process,
+batch 16): chapter 11's size 0.18 to 0.22 s a step (the six rows), so `--tag full` is 18 runs x 1,500 steps, about
+1.5 CPU-hours plus a few minutes of validation; the small model about 0.05 s a step, 18 x 2,000 steps, about 0.5
+CPU-hours. A wall-clock hour under that load gives one such process roughly half a core.
 
 Writes `bench/results/modern_ablation-<tag>-<machine>.json` after every finished run (row x seed): "runs" holds each
 run, "summary" each row's mean and standard deviation over the seeds finished so far.
