@@ -146,12 +146,14 @@ def make_modern_lm(vocab: int, N: int = 4, d_model: int = 128, h: int = 4, n_kv_
                    d_ff: int | None = None, context: int = 256, dropout: float = 0.0, *, norm: str = "rms",
                    positional: str = "rope", ffn: str = "swiglu", bias: bool = False, tie_embeddings: bool = False,
                    eps: float = 1e-6, rope_theta: float = 10000.0, head_dim: int | None = None,
-                   rope_scaling: dict | None = None, window: int | None = None, qk_norm: bool = False) -> CausalLM:
+                   rope_scaling: dict | None = None, window: int | None = None, qk_norm: bool = False,
+                   scaled_embeddings: bool | None = None) -> CausalLM:
     """A decoder-only `CausalLM` of `N` pre-norm causal layers. The switches, at their 2017 values then today's:
     `norm` "layer" | "rms"; `positional` "sinusoidal" | "learned" | "rope" (base `rope_theta`); `ffn` "relu" |
     "gelu" | "swiglu" (`d_ff` default 4 d_model, 8/3 d_model for SwiGLU); `n_kv_heads` None (= h) or fewer key/value
     heads; `bias` True | False. `context`: the longest sequence; `eps`: RMSNorm's epsilon; `rope_scaling`: `Rotary`'s;
-    `window`, `qk_norm`: `GroupedQueryAttention`'s. Sinusoids get chapter 11's scaled embedding, N(0, 1/d) * sqrt(d)."""
+    `window`, `qk_norm`: `GroupedQueryAttention`'s. `scaled_embeddings` (default: with sinusoids only): chapter 11's
+    embedding, N(0, 1/d) * sqrt(d), instead of GPT-2's unscaled N(0, 0.02) table."""
     config = dict(kind="modern", src_vocab=vocab, tgt_vocab=vocab, **locals())   # the arguments, to rebuild it
     for name, value, allowed in (("norm", norm, ("layer", "rms")), ("positional", positional, ("sinusoidal", "learned", "rope")),
                                  ("ffn", ffn, ("relu", "gelu", "swiglu"))):
@@ -161,7 +163,8 @@ def make_modern_lm(vocab: int, N: int = 4, d_model: int = 128, h: int = 4, n_kv_
     attn = GroupedQueryAttention(d_model, h, n_kv_heads, head_dim, None, dropout, window, qk_norm, eps)
     position = {"sinusoidal": PositionalEncoding, "learned": LearnedPositionalEmbedding}.get(positional)
     position = NoPosition(dropout) if position is None else position(d_model, dropout, context)
-    tokens = (Embeddings if positional == "sinusoidal" else UnscaledEmbeddings)(d_model, vocab)
+    scaled = positional == "sinusoidal" if scaled_embeddings is None else scaled_embeddings
+    tokens = (Embeddings if scaled else UnscaledEmbeddings)(d_model, vocab)
     model = CausalLM(InputEmbedding(tokens, position),
                      Encoder(EncoderLayer(d_model, attn, ff, dropout, norm_first=True), N),
                      nn.Linear(d_model, vocab, bias=False))
@@ -172,7 +175,7 @@ def make_modern_lm(vocab: int, N: int = 4, d_model: int = 128, h: int = 4, n_kv_
     if not bias: remove_biases(model)
     if tie_embeddings: model.head.weight = model.embed.embed.lut.weight
     init_gpt(model, N)
-    if positional == "sinusoidal": nn.init.normal_(tokens.lut.weight, 0.0, d_model ** -0.5)   # chapter 11's
+    if scaled: nn.init.normal_(tokens.lut.weight, 0.0, d_model ** -0.5)   # chapter 11's
     model.config = config
     return model
 

@@ -1,166 +1,240 @@
-"""An experiment for chapter 10's classifier (reported in appendix 9g), not part of the library: masked-language-model pretraining on the
-training reviews themselves (BERT's objective, Devlin et al. 2019, on no text but the 22,500 training reviews), then
-fine-tuning on their labels, in one run of the library's `train`:
+"""Does masked-LM pretraining pay off when labels are few? (chapter 12; Dai and Le 2015 and ULMFiT asked it on IMDb.)
 
-    python bench/imdb_mlm.py --data-dir ../shared/data/imdb --mlm-steps 2000 --steps 4000 --out runs/imdb-x-mlm
-    python bench/imdb_mlm.py --report --out runs/imdb-x-mlm   # only write the JSON of a run (stopped or finished)
-    python bench/imdb_mlm.py --finetune-from runs/imdb-x-mlm/step-2000 --steps 1500 --out runs/imdb-x-mlm-ft
+Stage 1, pretraining: BERT's masked LM (`annotated_transformer.bert`: 15% of the tokens chosen, 80% of those become
+the real `<mask>`, 10% a random word, 10% stay) on the TEXT of the training reviews (labels unused; the validation
+reviews, carved from the training split by `ImdbTask.split`, are held out; the test reviews are never read). The output
+layer is `MaskedLM`: tied to the embedding table, with one bias per word. Every `--eval-every` steps the masked-LM loss
+is measured on the validation reviews (the same masks every time) against the unigram level: the cross-entropy of
+the same masked targets under the training reviews' word frequencies (a model that ignores the context). Pretraining
+stops once the loss is `--below` (default 1) nat under that level, or at `--mlm-steps`.
 
-`--finetune-from` (with `--report`: only its JSON) starts a new run of the `small` preset (its own warm-up and
-schedule) from the weights of a masked-LM checkpoint, instead of going on with the pretraining run's decayed rate.
+Stage 2, fine-tuning: for each labelled-set size of `--sizes` (a random subset of the training reviews, drawn per
+seed; sizes above the 22,500 that the validation set leaves take them all), each seed of `--seeds`, the classifier is
+trained for the same `--ft-steps` labelled steps with its own Noam warm-up, once from the pretrained encoder and once
+from scratch (same architecture, same batches). Accuracy on the 2,500 validation reviews at the end.
 
-For the first `--mlm-steps` batches, 15% of each review's subword tokens (never padding or `<s>`) are chosen; 80% of
-them become `<unk>` (standing in for a mask token; `--real-mask`: a `<mask>` token added to the tokenizer), 10% a
-random token, 10% stay; the loss is the cross-entropy of the chosen tokens, predicted from the encoder's outputs
-through the embedding table (tied weights: no new parameters). The masked-LM code is the package's
-(`annotated_transformer.bert`, chapter 12).
-The later batches are the ordinary labelled ones of the `small` preset, whose Noam schedule simply goes on. The
-validation accuracy of the pretraining steps is that of an untrained head (about 50%).
+Launch (the tokenizer, the pretrained encoder and each run's checkpoint live under runs/imdb_mlm-<tag>/; --resume
+goes on from them and from the JSON):
 
-Writes bench/results/imdb_mlm-<machine>.json: the masked-LM loss curve, the unigram entropy of the tokens (the
-loss of a model that ignores the context), and the validation accuracy at each evaluation; `--finetune-from` adds
-its run's validation curve as `fresh_warmup`."""
+    OMP_NUM_THREADS=1 nice -n 10 python bench/imdb_mlm.py --data-dir /work/shared/data/imdb --tag full \
+        --mlm-steps 6000 --ft-steps 600 --sizes 250 1000 5000 25000 --seeds 0 1 2 --resume
+    python bench/imdb_mlm.py --data-dir /work/shared/data/imdb --dry-run     # < 1 minute, on made-up reviews
+
+Cost, from step times measured on the 2-core AMD EPYC VM at a load average of about 10 (CPU seconds of one process,
+32 reviews of up to 256 tokens a step): 1.3 s a masked-LM step, 0.8 s a fine-tuning step, 0.14 s to classify 32
+validation reviews. At most 6,000 masked-LM steps is at most 2.2 CPU-hours (it stops earlier once a nat under the
+unigram level), and 4 sizes x 2 arms x 3 seeds x 600 labelled steps another 3.2, with about 10 s of validation a run:
+at most about 5.5 CPU-hours. `--max-len 128 --ft-steps 300` roughly halves the step and the fine-tuning budget
+(about 2 CPU-hours in all).
+
+Model (both arms): `make_classifier` with 2 pre-norm layers, d_model 128, 4 heads, d_ff 512, dropout 0.1, mean
+pooling; reviews cut to 256 tokens (head and tail), a 16,000-word BPE vocabulary learned from the training reviews,
+`<mask>` added. Writes `bench/results/imdb_mlm-<tag>-<machine>.json` as it goes: "pretraining" (curve, unigram level,
+steps), "runs" (size | arm | seed) and "summary" (accuracy mean and standard deviation per size and arm).
+"""
 from __future__ import annotations
 
 import argparse
-import json
+import math
 import shutil
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import torch
+import torch.nn.functional as F
+
+from annotated_transformer.bert import IGNORE, MaskedLM, add_mask_token, mask_tokens
+from annotated_transformer.classification import ImdbTask, classify_ids, write_fake_imdb
+from annotated_transformer.data import PAD, SPECIAL_TOKENS, load_tokenizer, pad_sequences
+from annotated_transformer.model import count_parameters
 
 sys.path.insert(0, str(Path(__file__).parent))
 from copy_task import machine, slug   # noqa: E402
+import charlm   # noqa: E402
 
-from annotated_transformer.bert import MASK_TOKEN, add_mask_token, pretraining_batches   # noqa: E402
-from annotated_transformer.checkpoint import atomic_write   # noqa: E402
-from annotated_transformer.classification import ImdbTask   # noqa: E402
-from annotated_transformer.data import UNK, load_tokenizer   # noqa: E402
-from annotated_transformer.tasks import register_task   # noqa: E402
-from annotated_transformer.run import train   # noqa: E402
-
-def register(mlm_steps: int, rate: float = 0.15, real_mask: bool = False) -> str:
-    """The experiment's task: `mlm_steps` masked-LM batches, then the labelled ones. The mask is `<unk>` (as in the
-    stored result), or with `real_mask` a `<mask>` token added to the tokenizer (the vocabulary grows by one)."""
-    @register_task
-    @dataclass
-    class ImdbMlm(ImdbTask):
-        name = "imdb_mlm_experiment"
-        def prepare(self, out=None, resume=False, save=True):
-            tok = super().prepare(out, resume, save)
-            if real_mask and tok.token_to_id(MASK_TOKEN) is None:   # a new run: add <mask>, save the grown tokenizer
-                add_mask_token(tok)
-                if out is not None and save: atomic_write(Path(out, "tokenizer.json"), lambda tmp: tok.save(str(tmp)))
-            return tok
-        def batches(self, generator, rank=0, world=1, start=0):
-            if real_mask: mask_id, n_words = add_mask_token(self.tokenizer), self.tokenizer.get_vocab_size(with_added_tokens=False)
-            else: mask_id, n_words = UNK, self.tokenizer.get_vocab_size()
-            return pretraining_batches(super().batches, generator, rank, world, start, steps=mlm_steps,
-                                       mask_id=mask_id, n_words=n_words, rate=rate)
-    return ImdbMlm.name
+RESULTS = Path(__file__).parent / "results"
 
 
-def register_finetune(checkpoint: str) -> str:
-    from annotated_transformer.checkpoint import atomic_write, load_model
-    @register_task
-    @dataclass
-    class ImdbFromMlm(ImdbTask):
-        name = "imdb_from_mlm_experiment"
-        def prepare(self, out=None, resume=False, save=True):
-            "The checkpoint's tokenizer, not a new one: copied into `out`, then loaded as on a resume."
-            if not resume:
-                Path(out).mkdir(parents=True, exist_ok=True)
-                atomic_write(Path(out, "tokenizer.json"), lambda tmp: shutil.copyfile(Path(checkpoint, "tokenizer.json"), tmp))
-            return super().prepare(out, resume=True, save=save)
-        def build_model(self):
-            model = super().build_model()
-            model.load_state_dict(load_model(checkpoint, "cpu").state_dict())
-            return model
-    return ImdbFromMlm.name
+def prepare(a, work: Path) -> ImdbTask:
+    "The task with its splits encoded; the tokenizer learned once (with `<mask>`) and reloaded from `work` after."
+    model = dict(N=a.layers, d_model=a.d_model, d_ff=4 * a.d_model, h=a.heads, dropout=0.1, pool="mean")
+    task = ImdbTask(data_dir=a.data_dir, preset="small", model=model, max_len=a.max_len, vocab_size=a.vocab_size,
+                    val_size=a.val_size)
+    tok = work / "tokenizer.json"
+    if tok.exists():
+        task.tokenizer = load_tokenizer(work)
+        train, val = task.split()
+        task.train_set = (task.encode([t for t, _ in train]), [y for _, y in train])
+        task.val_set = (task.encode([t for t, _ in val]), [y for _, y in val])
+    else:
+        task.prepare(None, save=False)
+        add_mask_token(task.tokenizer)
+        work.mkdir(parents=True, exist_ok=True)
+        task.tokenizer.save(str(tok))
+    return task
 
 
-def unigram_entropy(run: Path, data_dir: str) -> float:
-    "Entropy (nats) of the training reviews' token frequencies, with the run's tokenizer."
-    task = ImdbTask(data_dir=data_dir)
-    task.tokenizer = load_tokenizer(run)
-    ids = task.encode([t for t, _ in task.split()[0]])
-    c = torch.zeros(task.tokenizer.get_vocab_size())
+def mlm_loss_fn(ids: list[list[int]], mask_id: int, n_words: int, a):
+    "A step of the masked LM: `--batch` random training reviews (labels unused), masked with the run's generator."
+    def f(mlm, g, step, state):
+        pick = torch.randint(0, len(ids), (a.batch,), generator=g).tolist()
+        src, target = mask_tokens(pad_sequences([ids[i] for i in pick]), mask_id, n_words, 0.15, g)
+        chosen = target != IGNORE
+        logits = mlm(src, (src != PAD).unsqueeze(-2), chosen)
+        return F.cross_entropy(logits, target[chosen]), None
+    return f
+
+
+@torch.no_grad()
+def mlm_validation(mlm: MaskedLM, val_ids, mask_id, n_words, unigram_logp: torch.Tensor) -> tuple[float, float]:
+    "(masked-LM loss, unigram loss) in nats per chosen token of the validation reviews, the same masks every call."
+    mlm.eval()
+    g, total, uni, n = torch.Generator().manual_seed(1234), 0.0, 0.0, 0
+    for s in range(0, len(val_ids), 64):
+        src, target = mask_tokens(pad_sequences(val_ids[s:s + 64]), mask_id, n_words, 0.15, g)
+        chosen = target != IGNORE
+        logits = mlm(src, (src != PAD).unsqueeze(-2), chosen)
+        total += float(F.cross_entropy(logits, target[chosen], reduction="sum"))
+        uni -= float(unigram_logp[target[chosen]].sum()); n += int(chosen.sum())
+    mlm.train()
+    return total / n, uni / n
+
+
+def unigram(ids: list[list[int]], vocab: int) -> torch.Tensor:
+    "Log-frequencies of the words of the training reviews (add-one smoothed; `<s>` and padding are never targets)."
+    c = torch.ones(vocab)
     for e in ids: c.index_add_(0, torch.tensor(e[1:]), torch.ones(len(e) - 1))
-    p = c[c > 0] / c.sum()
-    return float(-(p * p.log()).sum())
+    return (c / c.sum()).log()
 
 
-def read_metrics(run: Path) -> list[dict]:
-    return [json.loads(l) for l in (run / "metrics.jsonl").read_text().splitlines() if l.strip()]
+def pretrain(task: ImdbTask, a, work: Path, res: charlm.Results) -> Path:
+    "Masked-LM pretraining to `--below` nats under the unigram level (or `--mlm-steps`); returns the encoder's file."
+    final = work / "pretrained.pt"
+    if final.exists() and "pretraining" in res.data: return final
+    tok = task.tokenizer
+    mask_id, n_words = add_mask_token(tok), tok.get_vocab_size(with_added_tokens=False)
+    ids, val_ids = task.train_set[0], task.val_set[0]
+    torch.manual_seed(a.mlm_seed)
+    mlm = MaskedLM(task.build_model(), bias=True)
+    logp = unigram(ids, tok.get_vocab_size())
+    f, curve = mlm_loss_fn(ids, mask_id, n_words, a), []
+    from annotated_transformer.training import noam_optimizer
+    opt_sched = noam_optimizer(mlm, a.d_model, a.lr_factor, a.mlm_warmup)
+    for stop in list(range(a.eval_every, a.mlm_steps, a.eval_every)) + [a.mlm_steps]:
+        r = charlm.train(mlm, f, stop, d_model=a.d_model, lr_factor=a.lr_factor, warmup=a.mlm_warmup, seed=a.mlm_seed,
+                         ckpt=work / "mlm.pt", save_every=a.save_every, log_every=max(1, a.eval_every // 2),
+                         name="masked LM", opt_and_sched=opt_sched)
+        loss, level = mlm_validation(mlm, val_ids, mask_id, n_words, logp)
+        curve.append({"step": stop, "val_mlm_loss": round(loss, 4)})
+        print(f"masked LM step {stop}: validation {loss:.4f} nats, unigram {level:.4f}", flush=True)
+        res.put("pretraining", {"steps": stop, "val_mlm_loss": round(loss, 4), "unigram_level": round(level, 4),
+                                "below_unigram": round(level - loss, 4), "target_below": a.below, "curve": curve,
+                                "train_curve": r["curve"], "train_seconds": r["train_seconds"],
+                                "seconds_per_step": r["seconds_per_step"], "load": charlm.load_average(),
+                                "mask": "<mask>", "output_bias": True, "parameters": count_parameters(mlm),
+                                "train_reviews": len(ids), "val_reviews": len(val_ids)}, top=True)
+        if level - loss >= a.below: break
+    torch.save(mlm.classifier.state_dict(), final)
+    return final
 
 
-def val_curve(rows: list[dict]) -> list[dict]:
-    return [{"step": r["step"], "accuracy": r["accuracy"]} for r in rows if "accuracy" in r]
+def finetune_loss_fn(ids, labels, a):
+    def f(model, g, step, state):
+        pick = torch.randint(0, len(ids), (a.batch,), generator=g).tolist()
+        src = pad_sequences([ids[i] for i in pick])
+        out = model(src, (src != PAD).unsqueeze(-2))                    # (batch, 2) log-probabilities
+        return F.cross_entropy(out, torch.tensor([labels[i] for i in pick]), label_smoothing=0.1), None
+    return f
 
 
-def results_file(tag: str | None = None) -> Path:
-    return Path(__file__).parent / "results" / f"imdb_mlm-{tag + '-' if tag else ''}{slug(machine(), 'cpu')}.json"
+def finetune(task: ImdbTask, size: int, arm: str, seed: int, encoder: Path | None, a, work: Path) -> dict:
+    ids, labels = task.train_set
+    keep = np.random.default_rng(seed).permutation(len(ids))[:size]
+    sub_ids, sub_labels = [ids[i] for i in keep], [labels[i] for i in keep]
+    torch.manual_seed(seed)
+    model = task.build_model()
+    if arm == "pretrained":
+        state = torch.load(encoder, weights_only=True)
+        missing, unexpected = model.load_state_dict({k: v for k, v in state.items() if not k.startswith("head.")}, strict=False)
+        assert not unexpected and all(k.startswith("head.") for k in missing), (missing, unexpected)   # all but the head
+    r = charlm.train(model, finetune_loss_fn(sub_ids, sub_labels, a), a.ft_steps, d_model=a.d_model,
+                     lr_factor=a.ft_lr_factor, warmup=a.ft_warmup, seed=seed, ckpt=work / f"ft-{size}-{arm}-seed{seed}.pt",
+                     save_every=a.save_every, log_every=max(1, a.ft_steps // 4), name=f"{size} {arm} s{seed}")
+    val_ids, val_labels = task.val_set
+    pred = classify_ids(model, val_ids).argmax(-1)
+    acc = float((pred == torch.tensor(val_labels)).float().mean())
+    print(f"{size} {arm} seed {seed}: validation accuracy {acc:.4f}", flush=True)
+    return {"size": len(sub_ids), "asked": size, "arm": arm, "seed": seed, "accuracy": round(acc, 4),
+            "val_reviews": len(val_ids), "steps": a.ft_steps, "train_seconds": r["train_seconds"],
+            "seconds_per_step": r["seconds_per_step"], "load": charlm.load_average(), "train_curve": r["curve"]}
 
 
-def report_finetune(run: Path, checkpoint: str) -> None:
-    "Add the fresh-warm-up run's validation curve to the JSON, as `fresh_warmup`."
-    rows = read_metrics(run)
-    out = results_file()
-    result = json.loads(out.read_text()) if out.is_file() else {"machine": machine()}
-    result["fresh_warmup"] = {"run": str(run), "from": checkpoint,
-                              "val_accuracy": val_curve(rows)}
-    out.write_text(json.dumps(result, indent=1) + "\n")
-    for r in result["fresh_warmup"]["val_accuracy"]: print(f"step {r['step']}: validation {r['accuracy']:.2%}")
-    print(f"wrote {out}")
-
-
-def report(run: Path, mlm_steps: int, data_dir: str, tag: str | None = None, extra: dict | None = None) -> None:
-    rows = read_metrics(run)
-    m = machine()
-    out = results_file(tag)
-    kept = json.loads(out.read_text()).get("fresh_warmup") if out.is_file() else None
-    result = {"machine": m, "run": str(run), "mlm_steps": mlm_steps, "unigram_entropy": unigram_entropy(run, data_dir),
-              "mlm_loss": [{"step": r["step"], "loss": r["loss"]} for r in rows if "loss" in r and r["step"] <= mlm_steps],
-              "finetune_loss": [{"step": r["step"], "loss": r["loss"]} for r in rows if "loss" in r and r["step"] > mlm_steps],
-              "val_accuracy": val_curve(rows)}
-    if kept is not None: result["fresh_warmup"] = kept
-    if extra: result.update(extra)
-    out.write_text(json.dumps(result, indent=1) + "\n")
-    for r in result["val_accuracy"]:
-        if r["step"] > mlm_steps: print(f"fine-tuning step {r['step'] - mlm_steps}: validation {r['accuracy']:.2%}")
-    if result["mlm_loss"]: print(f"masked-LM loss at step {mlm_steps}: {result['mlm_loss'][-1]['loss']:.3f} nats "
-                                 f"(unigram entropy {result['unigram_entropy']:.3f})")
-    print(f"wrote {out}")
+def summarise(res: charlm.Results) -> None:
+    table = []
+    for size in sorted({r["size"] for r in res["runs"].values()}):
+        row = {"size": size}
+        for arm in ("pretrained", "scratch"):
+            accs = [r["accuracy"] for r in res["runs"].values() if r["size"] == size and r["arm"] == arm]
+            if accs: row[arm] = charlm.mean_sd(accs)
+        table.append(row)
+    res.put("summary", table, top=True)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--data-dir", required=True)
-    p.add_argument("--mlm-steps", type=int, default=2000, help="0: the small preset from scratch (a baseline at --seed)")
-    p.add_argument("--steps", type=int, default=4000, help="all steps, pretraining included")
-    p.add_argument("--out", default="runs/imdb-x-mlm")
-    p.add_argument("--threads", type=int, default=None)
-    p.add_argument("--report", action="store_true", help="only write the JSON of the run in --out")
-    p.add_argument("--finetune-from", default=None, metavar="CHECKPOINT", help="fine-tune from a masked-LM checkpoint")
-    p.add_argument("--real-mask", action="store_true", help="mask with a new <mask> token instead of <unk>")
-    p.add_argument("--seed", type=int, default=None, help="the run's seed (default: the runner's)")
+    p.add_argument("--data-dir", default=None)
+    p.add_argument("--mlm-steps", type=int, default=6000, help="the most masked-LM steps")
+    p.add_argument("--below", type=float, default=1.0, help="stop pretraining this many nats under the unigram level")
+    p.add_argument("--ft-steps", type=int, default=600, help="labelled steps of every fine-tuning run")
+    p.add_argument("--sizes", type=int, nargs="+", default=[250, 1000, 5000, 25000])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--mlm-seed", type=int, default=0)
+    p.add_argument("--batch", type=int, default=32, help="reviews per step")
+    p.add_argument("--max-len", type=int, default=256)
+    p.add_argument("--vocab-size", type=int, default=16000)
+    p.add_argument("--val-size", type=int, default=2500)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--d-model", type=int, default=128)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--lr-factor", type=float, default=0.5)
+    p.add_argument("--ft-lr-factor", type=float, default=0.2)
+    p.add_argument("--mlm-warmup", type=int, default=400)
+    p.add_argument("--ft-warmup", type=int, default=100)
     p.add_argument("--eval-every", type=int, default=500)
-    p.add_argument("--tag", default=None, help="write bench/results/imdb_mlm-<tag>-<machine>.json (the one-run mode)")
+    p.add_argument("--save-every", type=int, default=100)
+    p.add_argument("--tag", default="full")
+    p.add_argument("--resume", action="store_true")
+    p.add_argument("--dry-run", action="store_true", help="made-up reviews, a tiny model, end to end (< 1 minute)")
+    p.add_argument("--out")
     a = p.parse_args()
-    if a.finetune_from:
-        if not a.report:
-            train(task=register_finetune(a.finetune_from), data_dir=a.data_dir, out=a.out, overwrite=True,
-                  progress=False, max_steps=a.steps, eval_every=250, keep_checkpoints=20, threads=a.threads, log_every=50)
-        report_finetune(Path(a.out), a.finetune_from)
-        return
-    if not a.report:
-        train(task=register(a.mlm_steps, real_mask=a.real_mask), data_dir=a.data_dir, out=a.out, overwrite=True,
-              progress=False, max_steps=a.steps, eval_every=a.eval_every, keep_checkpoints=20, threads=a.threads,
-              log_every=100, seed=a.seed)
-    extra = {k: v for k, v in (("mask", "<mask>" if a.real_mask else None), ("seed", a.seed)) if v is not None}
-    report(Path(a.out), a.mlm_steps, a.data_dir, a.tag, extra)
+    if a.dry_run:
+        a.data_dir = str(write_fake_imdb(Path("runs") / "imdb_mlm-dry-run-data", n_train=240, n_test=20))
+        a.mlm_steps, a.ft_steps, a.sizes, a.seeds, a.batch, a.max_len, a.vocab_size, a.val_size = 6, 4, [20, 500], [0, 1], 8, 32, 300, 40
+        a.layers, a.d_model, a.heads, a.eval_every, a.save_every, a.mlm_warmup, a.ft_warmup, a.tag = 2, 32, 2, 3, 2, 2, 2, "dry-run"
+    torch.set_num_threads(1)
+    m = machine()
+    out = Path(a.out) if a.out else (Path("runs") if a.dry_run else RESULTS) / f"imdb_mlm-{a.tag}-{slug(m, 'cpu')}.json"
+    work = Path("runs") / f"imdb_mlm-{a.tag}"
+    if a.dry_run:
+        out.unlink(missing_ok=True); shutil.rmtree(work, ignore_errors=True)
+    settings = {k: v for k, v in vars(a).items() if k not in ("data_dir", "out", "resume", "dry_run")}
+    res = charlm.Results(out, {"machine": m, "torch": torch.__version__, "threads": 1, "settings": settings},
+                         a.resume or a.dry_run, work)
+    task = prepare(a, work)
+    encoder = pretrain(task, a, work, res)
+    for seed in a.seeds:                              # every cell of one seed before the next seed
+        for size in a.sizes:
+            for arm in ("pretrained", "scratch"):
+                key = f"{size} | {arm} | seed {seed}"
+                if res.done(key): continue
+                res.put(key, finetune(task, size, arm, seed, encoder, a, work))
+                summarise(res)
+    print(f"wrote {out}")
+    pre = res["pretraining"]
+    print(f"masked LM: {pre['val_mlm_loss']:.3f} nats after {pre['steps']} steps; unigram {pre['unigram_level']:.3f}")
+    for row in res["summary"]:
+        print(row["size"], *(f"{arm} {row[arm]['mean']:.4f} ± {row[arm]['sd']:.4f}" for arm in ("pretrained", "scratch") if arm in row))
 
 
 if __name__ == "__main__":

@@ -1,34 +1,49 @@
 """From 2017 to today, one change at a time (chapter 16): the character model of chapter 11 as a pre-norm decoder,
 then RMSNorm, rotary positions, SwiGLU, grouped-query attention and no biases, each added to the one before. For each
-row: parameters, training tokens per second, validation nats per character on tiny-shakespeare after the same number
-of steps on the same batches, and the key/value cache per generated token.
+row and each seed: validation nats per character on tiny-shakespeare after the same number of steps on the same
+batches; per row: parameters, training tokens per second (rounds of a few steps of every row in turn, the median, so
+that a change of load touches every row alike) and the key/value cache per generated token.
 
-    python bench/modern_ablation.py --data-dir /path/to/tinyshakespeare [--steps 360 --batch 16 --seed 0]
+Every row uses chapter 11's scaled embedding, N(0, 1/d) * sqrt(d) (`make_modern_lm(..., scaled_embeddings=True)`): the
+sinusoid rows need it (an unscaled table is drowned by positions of RMS 0.7), and the rotary rows get it too so that
+the only change between two rows is the one named. The report carries `"sinusoid_embeddings": "scaled"`.
 
-Writes `bench/results/modern_ablation-<machine>.json`. Every row trains from the same seed on the same windows; the
-speed is measured apart, in interleaved rounds of a few steps per row (the median), so that a change of load on the
-machine touches every row alike.
+Launch (--resume goes on from the checkpoints under runs/modern_ablation-<tag>/ and from the JSON):
+
+    # the run chapter 16 shows now: a smaller model, 2,000 steps, 3 seeds a row
+    OMP_NUM_THREADS=1 nice -n 10 python bench/modern_ablation.py --data-dir /work/shared/data/tinyshakespeare \
+        --tag small --layers 2 --d-model 64 --context 64 --steps 2000 --save-every 200 --seeds 0 1 2 --resume
+    # chapter 11's size (4 layers of width 128, windows of 128), 1,500 steps, 3 seeds a row
+    OMP_NUM_THREADS=1 nice -n 10 python bench/modern_ablation.py --data-dir /work/shared/data/tinyshakespeare \
+        --tag full --steps 1500 --seeds 0 1 2 --resume
+    python bench/modern_ablation.py --data-dir /work/shared/data/tinyshakespeare --dry-run   # < 1 minute, end to end
+
+Cost, from step times measured on the 2-core AMD EPYC VM at a load average of 8 to 12 (CPU seconds of one process,
+batch 16): chapter 11's size 0.18 to 0.22 s a step (the six rows), so `--tag full` is 18 runs x 1,500 steps, about
+1.5 CPU-hours plus a few minutes of validation; the small model about 0.05 s a step, 18 x 2,000 steps, about 0.5
+CPU-hours. A wall-clock hour under that load gives one such process roughly half a core.
+
+Writes `bench/results/modern_ablation-<tag>-<machine>.json` after every finished run (row x seed): "runs" holds each
+run, "summary" each row's mean and standard deviation over the seeds finished so far.
 """
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
+import shutil
 import sys
-import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from annotated_transformer.data import load_corpus
-from annotated_transformer.language_model import CharVocab, random_windows, corpus_loss
+from annotated_transformer.language_model import random_windows, corpus_loss
 from annotated_transformer.model import count_parameters
 from annotated_transformer.training import noam_optimizer
 from annotated_transformer.modern import make_modern_lm
 
 sys.path.insert(0, str(Path(__file__).parent))
-from copy_task import machine, slug, load   # noqa: E402
+from copy_task import machine, slug   # noqa: E402
+import charlm   # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -37,47 +52,74 @@ ROWS = [("pre-norm decoder (LayerNorm, sinusoids, ReLU, biases)", dict(norm="lay
         ("+ RMSNorm", dict(norm="rms")),
         ("+ RoPE", dict(positional="rope")),
         ("+ SwiGLU", dict(ffn="swiglu")),
-        ("+ grouped-query attention (2 key/value heads for 4)", dict(n_kv_heads=2)),
+        ("+ grouped-query attention (half the key/value heads)", dict(n_kv_heads=-2)),
         ("+ no biases", dict(bias=False))]
 
 
-def configs() -> list[tuple[str, dict]]:
+def configs(heads: int) -> list[tuple[str, dict]]:
     "The rows with their full keyword arguments (each row's changes on top of the previous row's)."
-    out, kw = [], {}
+    out, kw = [], {"scaled_embeddings": True}
     for name, change in ROWS:
         kw = {**kw, **change}
+        if kw.get("n_kv_heads") == -2: kw["n_kv_heads"] = heads // 2
         out.append((name, dict(kw)))
     return out
 
 
-def build(kw: dict, vocab: int, a) -> torch.nn.Module:
-    torch.manual_seed(a.seed)
+def build(kw: dict, vocab: int, a, seed: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
     return make_modern_lm(vocab, N=a.layers, d_model=a.d_model, h=a.heads, context=a.context, dropout=0.0, **kw)
 
 
-def step_fn(model, a):
-    "One optimiser step on a window batch, as the training runs take it."
-    opt, sched = noam_optimizer(model, a.d_model, a.lr_factor, a.warmup)
-    def step(b):
-        loss = F.nll_loss(model.generator(model(b.src)).flatten(0, 1), b.tgt_y.flatten())
-        opt.zero_grad(set_to_none=True); loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step(); sched.step()
-        return loss
-    return step
-
-
-def kv_bytes_per_token(model, a) -> int:
+def kv_bytes_per_token(model) -> int:
     "Keys and values kept per generated token, all layers, float32: measured on a cache after a forward pass."
     cache, t = model.new_cache(static=False), 8
     with torch.no_grad(): model(torch.zeros(1, t, dtype=torch.long), cache)
     return sum(getattr(c["self"], kv).numel() * getattr(c["self"], kv).element_size() for c in cache for kv in "kv") // t
 
 
+def window_loss(train, a):
+    def loss_fn(model, g, step, state):
+        b = random_windows(train, a.context, a.batch, g)
+        return F.nll_loss(model.generator(model(b.src)).flatten(0, 1), b.tgt_y.flatten()), None
+    return loss_fn
+
+
+def speed(vocab: int, train, a) -> dict:
+    "Seconds per training step of every row, interleaved; tokens per second."
+    rows = configs(a.heads)
+    steps = {}
+    for name, kw in rows:
+        model = build(kw, vocab, a, 0).train()
+        opt, sched = noam_optimizer(model, a.d_model, a.lr_factor, a.warmup)
+        g, loss_fn = torch.Generator().manual_seed(1), window_loss(train, a)
+        def step(model=model, opt=opt, sched=sched, g=g, loss_fn=loss_fn):
+            loss, _ = loss_fn(model, g, 0, None)
+            opt.zero_grad(set_to_none=True); loss.backward(); opt.step(); sched.step()
+        steps[name] = step
+    sec = charlm.interleaved_step_times(steps, a.speed_rounds, a.speed_steps)
+    return {name: {"seconds_per_step": s, "tokens_per_second": round(a.batch * a.context / s)} for name, s in sec.items()}
+
+
+def summarise(res: charlm.Results, a, vocab: int) -> None:
+    table = []
+    for name, kw in configs(a.heads):
+        runs = [r for r in res["runs"].values() if r["change"] == name]
+        if not runs: continue
+        row = {"change": name, "config": kw, "parameters": runs[0]["parameters"],
+               "kv_cache_bytes_per_token": runs[0]["kv_cache_bytes_per_token"],
+               "val_nats_per_char": charlm.mean_sd([r["val_nats_per_char"] for r in runs]),
+               "seeds": sorted(r["seed"] for r in runs)}
+        row.update(res.data.get("speed", {}).get(name, {}))
+        table.append(row)
+    res.put("summary", table, top=True)
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--data-dir", required=True)
-    p.add_argument("--steps", type=int, default=360)
+    p.add_argument("--data-dir", default=None)
+    p.add_argument("--steps", type=int, default=1500, help="the budget: optimiser steps per run")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--context", type=int, default=128)
     p.add_argument("--layers", type=int, default=4)
@@ -85,53 +127,55 @@ def main():
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--lr-factor", type=float, default=0.3)
     p.add_argument("--warmup", type=int, default=100)
-    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--val-windows", type=int, default=None, help="validation windows (default: the whole split)")
     p.add_argument("--speed-rounds", type=int, default=5)
     p.add_argument("--speed-steps", type=int, default=3)
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--save-every", type=int, default=100)
+    p.add_argument("--order", choices=("rows", "seeds"), default="rows",
+                   help="rows: all seeds of a row before the next row (a stopped run leaves whole rows)")
+    p.add_argument("--tag", default="full")
+    p.add_argument("--resume", action="store_true")
+    p.add_argument("--dry-run", action="store_true", help="a tiny run end to end, written under runs/ (< 1 minute)")
     p.add_argument("--out")
     a = p.parse_args()
-    torch.set_num_threads(a.threads)
-    splits = load_corpus("tinyshakespeare", a.data_dir)
-    vocab = CharVocab("".join(splits.values()))
-    train, val = vocab.encode_tensor(splits["train"]), vocab.encode_tensor(splits["val"])
-    rows = []
-    for name, kw in configs():
-        model = build(kw, len(vocab), a)
-        step, g, t0 = step_fn(model, a), torch.Generator().manual_seed(a.seed), time.perf_counter()
-        model.train()
-        for i in range(a.steps):
-            loss = step(random_windows(train, a.context, a.batch, g))
-            if i % 60 == 0 or i == a.steps - 1: print(f"{name}: step {i + 1} loss {loss.item():.4f} ({time.perf_counter() - t0:.0f} s)", flush=True)
-        model.eval()
-        val_loss, chars = corpus_loss(model, val, a.context)
-        rows.append({"change": name, "config": kw, "parameters": count_parameters(model),
-                     "val_nats_per_char": round(val_loss, 4), "val_chars": chars,
-                     "kv_cache_bytes_per_token": kv_bytes_per_token(model, a),
-                     "train_seconds": round(time.perf_counter() - t0, 1)})
-        print(rows[-1], flush=True)
-    # speed: interleaved rounds, a few steps of every row per round, median seconds per step
-    models = [build(kw, len(vocab), a).train() for _, kw in configs()]
-    steps = [step_fn(m, a) for m in models]
-    g, per_step = torch.Generator().manual_seed(a.seed + 1), [[] for _ in models]
-    batches = [random_windows(train, a.context, a.batch, g) for _ in range(a.speed_steps)]
-    for s in steps: s(batches[0])                                       # warm up
-    for _ in range(a.speed_rounds):
-        for i, s in enumerate(steps):
-            t0 = time.perf_counter()
-            for b in batches: s(b)
-            per_step[i].append((time.perf_counter() - t0) / len(batches))
-    for row, times in zip(rows, per_step):
-        row["seconds_per_step"] = round(statistics.median(times), 4)
-        row["tokens_per_second"] = round(a.batch * a.context / statistics.median(times))
-    out = Path(a.out) if a.out else RESULTS / f"modern_ablation-{slug(machine(), 'cpu')}.json"
-    report = {"machine": machine(), "load_at_end": load(), "torch": torch.__version__, "threads": a.threads,
-              "settings": {k: v for k, v in vars(a).items() if k not in ("data_dir", "out")}, "rows": rows}
-    out.write_text(json.dumps(report, indent=1) + "\n")
+    if a.dry_run:
+        a.steps, a.seeds, a.layers, a.d_model, a.context, a.batch, a.val_windows = 4, [0, 1], 1, 32, 32, 4, 8
+        a.speed_rounds, a.speed_steps, a.tag, a.save_every, a.warmup = 1, 1, "dry-run", 2, 2
+    torch.set_num_threads(1)
+    vocab, train, val = charlm.shakespeare(a.data_dir)
+    m = machine()
+    out = Path(a.out) if a.out else (Path("runs") if a.dry_run else RESULTS) / f"modern_ablation-{a.tag}-{slug(m, 'cpu')}.json"
+    work = Path("runs") / f"modern_ablation-{a.tag}"
+    if a.dry_run:
+        out.unlink(missing_ok=True); shutil.rmtree(work, ignore_errors=True)
+    settings = {k: v for k, v in vars(a).items() if k not in ("data_dir", "out", "resume", "dry_run")}
+    res = charlm.Results(out, {"machine": m, "torch": torch.__version__, "threads": 1, "settings": settings,
+                               "sinusoid_embeddings": "scaled", "rotary_embeddings": "scaled"}, a.resume or a.dry_run, work)
+    if "speed" not in res.data:
+        res.put("speed", speed(len(vocab), train, a), top=True); res.put("speed_load", charlm.load_average(), top=True)
+        print("speed", res["speed"], flush=True)
+    rows = list(enumerate(configs(a.heads)))
+    order = ([(seed, row) for row in rows for seed in a.seeds] if a.order == "rows" else    # every seed of a row first
+             [(seed, row) for seed in a.seeds for row in rows])                             # every row of a seed first
+    for seed, (i, (name, kw)) in order:
+        key = f"{name} | seed {seed}"
+        if res.done(key): continue
+        model = build(kw, len(vocab), a, seed)
+        r = charlm.train(model, window_loss(train, a), a.steps, d_model=a.d_model, lr_factor=a.lr_factor,
+                         warmup=a.warmup, seed=seed, ckpt=work / f"seed{seed}-row{i}.pt",
+                         save_every=a.save_every, log_every=max(1, a.steps // 6), name=f"{name} s{seed}")
+        val_loss, chars = corpus_loss(model, val, a.context, a.val_windows)
+        res.put(key, {"change": name, "seed": seed, "config": kw, "parameters": count_parameters(model),
+                      "val_nats_per_char": round(val_loss, 4), "val_chars": chars,
+                      "kv_cache_bytes_per_token": kv_bytes_per_token(model), "train_seconds": r["train_seconds"],
+                      "seconds_per_step": r["seconds_per_step"], "load": charlm.load_average(), "curve": r["curve"]})
+        summarise(res, a, len(vocab))
+        print(key, res["runs"][key]["val_nats_per_char"], flush=True)
     print(f"wrote {out}")
-    for r in rows:
-        print(f"{r['change']:58s} {r['parameters']:>9,d} params {r['tokens_per_second']:>7,d} tok/s "
-              f"{r['val_nats_per_char']:.4f} nats/char {r['kv_cache_bytes_per_token']:>6,d} B/token")
+    for r in res["summary"]:
+        v = r["val_nats_per_char"]
+        print(f"{r['change']:55s} {r['parameters']:>9,d} params {r.get('tokens_per_second', 0):>7,d} tok/s "
+              f"{v['mean']:.4f} ± {v['sd']:.4f} nats/char (n={v['n']}) {r['kv_cache_bytes_per_token']:>6,d} B/token")
 
 
 if __name__ == "__main__":

@@ -1,144 +1,178 @@
-"""Transformer-XL against chapter 11's character model at the same compute budget, on tiny-shakespeare.
+"""What Transformer-XL's memory and its relative positions each buy (chapter 14), on tiny-shakespeare.
 
-Both models have the same width, depth, heads, feed-forward size, segment (window) length, batch and steps, the same
-optimiser and schedule; they differ in what a step reads. Chapter 11's model reads random windows, each alone, with
-absolute sinusoids; Transformer-XL reads consecutive segments of `batch` contiguous streams and carries a memory of
-earlier states (detached) with relative positions. A third run trains Transformer-XL with no memory (relative
-positions only). Validation: the whole validation text, each window alone (chapter 11's `corpus_loss`) for the
-baseline; for Transformer-XL as streams with the memory carried, at several memory lengths, longer ones than it was
-trained with included. Usage:
+Four models of the same width, depth, heads, feed-forward size, segment (window) length, batch, steps, optimiser and
+schedule, each at every seed of `--seeds`:
 
-    python bench/transformer_xl.py --data-dir /path/to/tinyshakespeare [--steps 360 --batch 16 --seed 0]
-    python bench/transformer_xl.py --timing-only     # seconds per step of each model, measured side by side
+- `ch11_random`: chapter 11's model (absolute sinusoids) on random windows, each read alone;
+- `xl_nomem_random`: Transformer-XL with no memory (relative positions only) on the same random windows;
+- `xl_nomem_contig`: Transformer-XL with no memory on consecutive segments of `batch` contiguous streams;
+- `xl_mem`: Transformer-XL with a memory of `--context` states on those consecutive segments (the paper's training).
 
-Writes `bench/results/transformer_xl-<machine>.json` (seed 0) or `transformer_xl-seed<N>-<machine>.json`.
+`ch11_random` against `xl_nomem_random` isolates relative positions; `xl_nomem_random` against `xl_nomem_contig` the
+order of the batches; `xl_nomem_contig` against `xl_mem` the memory. Validation: the whole validation text; chapter
+11's model window by window (`corpus_loss`); each Transformer-XL as 8 streams with the memory carried at every
+length of `--eval-mems` (0: each segment alone), lengths it was not trained with included.
+
+Launch (checkpoints under runs/transformer_xl-<tag>/; --resume goes on from them and from the JSON):
+
+    # chapter 11's shipped model's size and budget: 4 layers of width 128, 3,600 steps of 32 windows of 128, 3 seeds
+    OMP_NUM_THREADS=1 nice -n 10 python bench/transformer_xl.py --data-dir /work/shared/data/tinyshakespeare \
+        --tag full --steps 3600 --batch 32 --seeds 0 1 2 --resume
+    # the smaller model that chapter 14 shows now: 2 layers of width 64, segments of 64, 2,000 steps of 16
+    OMP_NUM_THREADS=1 nice -n 10 python bench/transformer_xl.py --data-dir /work/shared/data/tinyshakespeare \
+        --tag small --layers 2 --d-model 64 --context 64 --steps 2000 --batch 16 --seeds 0 1 2 --resume
+    python bench/transformer_xl.py --data-dir /work/shared/data/tinyshakespeare --dry-run    # < 1 minute
+
+Cost, from step times measured on the 2-core AMD EPYC VM at a load average of about 8 (CPU seconds of one process):
+at the full size and batch 32, 0.38 s a step for chapter 11's model, 0.50 and 0.48 for the two no-memory models and
+0.76 with the memory, 2.1 s for one step of all four; 3 seeds x 3,600 steps is about 6.3 CPU-hours (half the steps,
+`--steps 1800`, about 3.2), plus about a minute of validation per model and memory length. The small model: 0.02 to
+0.035 s a step, about 0.2 CPU-hours for all twelve runs.
+
+`--target 1.6` stops every run at the first evaluation (every `--eval-every` steps, on `--eval-windows` windows)
+at or below 1.6 nats/char, whichever comes first with `--steps`. Writes
+`bench/results/transformer_xl-<tag>-<machine>.json` after every finished run: "runs" (model | seed) and "summary"
+(mean and standard deviation over the seeds finished so far, per model and memory length).
 """
 from __future__ import annotations
 
 import argparse
-import json
-import math
+import shutil
 import sys
-import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
 
-from annotated_transformer.data import load_corpus
-from annotated_transformer.language_model import CharVocab, random_windows, corpus_loss, generate
+from annotated_transformer.language_model import random_windows, corpus_loss
 from annotated_transformer.model import make_language_model, count_parameters
-from annotated_transformer.training import noam_optimizer
-from annotated_transformer.transformer_xl import make_transformer_xl, stream_segments, stream_loss, generate_xl
+from annotated_transformer.transformer_xl import make_transformer_xl, stream_segments, stream_loss
 
 sys.path.insert(0, str(Path(__file__).parent))
-from copy_task import machine, slug, load   # noqa: E402
+from copy_task import machine, slug   # noqa: E402
+import charlm   # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
+KINDS = ("ch11_random", "xl_nomem_random", "xl_nomem_contig", "xl_mem")
 
 
-def train_one(kind: str, data: torch.Tensor, vocab: int, a) -> tuple[torch.nn.Module, dict]:
-    torch.manual_seed(a.seed)
+def build(kind: str, vocab: int, a, seed: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
     shape = dict(N=a.layers, d_model=a.d_model, d_ff=4 * a.d_model, h=a.heads, dropout=0.0, context=a.context)
-    if kind == "baseline": model = make_language_model(vocab, **shape)
-    else: model = make_transformer_xl(vocab, **shape, mem_len=a.context if kind == "xl" else 0)
-    opt, sched = noam_optimizer(model, a.d_model, a.lr_factor, a.warmup)
-    g = torch.Generator().manual_seed(a.seed)
-    xs, ys = stream_segments(data, a.batch, a.context)
-    mems, curve, t0 = None, [], time.perf_counter()
-    model.train()
-    for step in range(a.steps):
-        if kind == "baseline":
-            b = random_windows(data, a.context, a.batch, g)
+    if kind == "ch11_random": return make_language_model(vocab, **shape)
+    return make_transformer_xl(vocab, **shape, mem_len=a.context if kind == "xl_mem" else 0)
+
+
+def loss_fn(kind: str, train: torch.Tensor, a):
+    "One step's loss: random windows (a fresh draw from the run's generator) or the next contiguous segment."
+    xs, ys = stream_segments(train, a.batch, a.context)
+    def f(model, g, step, mems):
+        if kind.endswith("random"):
+            b = random_windows(train, a.context, a.batch, g)
             x, y = b.src, b.tgt_y
-            out = model(x)
         else:
             x, y = xs[step % len(xs)], ys[step % len(xs)]
-            out, mems = model(x, mems)
-        loss = F.nll_loss(model.generator(out).flatten(0, 1), y.flatten())
-        opt.zero_grad(set_to_none=True)
-        loss.backward()
-        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-        opt.step(); sched.step()
-        if step % 20 == 0 or step == a.steps - 1:
-            curve.append({"step": step + 1, "loss": round(loss.item(), 4)})
-            print(kind, step + 1, curve[-1]["loss"], f"{time.perf_counter() - t0:.0f}s", flush=True)
-    return model, {"kind": kind, "params": count_parameters(model), "train_seconds": round(time.perf_counter() - t0, 1),
-                   "load_at_end": load(), "curve": curve}
+        if kind == "ch11_random": out = model(x)
+        else: out, mems = model(x, mems if kind == "xl_mem" else None)
+        if kind != "xl_mem": mems = None
+        return F.nll_loss(model.generator(out).flatten(0, 1), y.flatten()), mems
+    return f
 
 
-def step_times(train: torch.Tensor, vocab: int, a) -> dict:
-    "Median seconds per training step of each model, measured in interleaved rounds so that load from other jobs hits all alike."
-    import statistics
-    shape = dict(N=a.layers, d_model=a.d_model, d_ff=4 * a.d_model, h=a.heads, dropout=0.0, context=a.context)
-    models = {"baseline": make_language_model(vocab, **shape), "xl": make_transformer_xl(vocab, **shape, mem_len=a.context),
-              "xl_nomem": make_transformer_xl(vocab, **shape, mem_len=0)}
-    xs, ys = stream_segments(train, a.batch, a.context)
-    mems, times = {k: None for k in models}, {k: [] for k in models}
-    for r in range(a.timing_rounds):
-        for kind, model in models.items():
-            x, y = xs[r], ys[r]
-            t0 = time.perf_counter()
-            if kind == "baseline": out = model(x)
-            else: out, mems[kind] = model(x, mems[kind])
-            F.nll_loss(model.generator(out).flatten(0, 1), y.flatten()).backward()
-            model.zero_grad(set_to_none=True)
-            if r > 1: times[kind].append(time.perf_counter() - t0)   # rounds 0-1 warm up (and fill the memory)
-    return {"median_step_seconds": {k: round(statistics.median(v), 4) for k, v in times.items()},
-            "rounds": a.timing_rounds, "load": load()}
+def evaluate(kind: str, model, val: torch.Tensor, a, windows: int | None = None, mems=None) -> dict:
+    "Validation nats/char: chapter 11's model window by window; an XL model at each memory length (or `mems`)."
+    if kind == "ch11_random":
+        loss, chars = corpus_loss(model, val, a.context, windows)
+        return {"0": {"loss": round(loss, 4), "chars": chars}}
+    data = val if windows is None else val[:windows * a.context + 1]
+    out = {}
+    for m in (mems or a.eval_mems):
+        loss, chars = stream_loss(model, data, a.context, 8 if windows is None else 1, m)
+        out[str(m)] = {"loss": round(loss, 4), "chars": chars}
+    return out
+
+
+def run_one(kind: str, seed: int, vocab: int, train, val, a, work: Path) -> dict:
+    model = build(kind, vocab, a, seed)
+    f, ckpt, curve, done = loss_fn(kind, train, a), work / f"{kind}-seed{seed}.pt", [], 0
+    opt_sched, state, seconds, step_sec = None, None, 0.0, []
+    from annotated_transformer.training import noam_optimizer
+    opt_sched = noam_optimizer(model, a.d_model, a.lr_factor, a.warmup)
+    stops = list(range(a.eval_every, a.steps, a.eval_every)) + [a.steps] if a.target else [a.steps]
+    for stop in stops:                   # train to each evaluation point (resuming from the checkpoint), then look
+        r = charlm.train(model, f, stop, d_model=a.d_model, lr_factor=a.lr_factor, warmup=a.warmup, seed=seed,
+                         ckpt=ckpt, save_every=a.save_every, log_every=max(1, a.steps // 8), name=f"{kind} s{seed}",
+                         opt_and_sched=opt_sched)
+        done, seconds = stop, r["train_seconds"]
+        if r["seconds_per_step"]: step_sec.append(r["seconds_per_step"])
+        if a.target:
+            v = evaluate(kind, model, val, a, a.eval_windows, [0])["0"]["loss"]
+            curve.append((stop, v)); print(f"{kind} s{seed}: step {stop} validation {v:.4f}", flush=True)
+            if v <= a.target: break
+    by_mem = evaluate(kind, model, val, a)
+    print(kind, seed, {m: v["loss"] for m, v in by_mem.items()}, flush=True)
+    return {"kind": kind, "seed": seed, "parameters": count_parameters(model), "steps": done,
+            "train_seconds": seconds, "seconds_per_step": step_sec[-1] if step_sec else None,
+            "load": charlm.load_average(), "train_curve": r["curve"], "val_curve": curve, "val_by_mem": by_mem}
+
+
+def summarise(res: charlm.Results) -> None:
+    table = {}
+    for kind in KINDS:
+        runs = [r for r in res["runs"].values() if r["kind"] == kind]
+        if not runs: continue
+        mems = runs[0]["val_by_mem"].keys()
+        table[kind] = {"seeds": sorted(r["seed"] for r in runs), "steps": [r["steps"] for r in runs],
+                       "val_by_mem": {m: charlm.mean_sd([r["val_by_mem"][m]["loss"] for r in runs]) for m in mems}}
+    res.put("summary", table, top=True)
 
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--data-dir", default=None)
-    p.add_argument("--steps", type=int, default=400)
-    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--steps", type=int, default=3600, help="the budget: optimiser steps per run")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--kinds", nargs="+", default=list(KINDS), choices=KINDS)
+    p.add_argument("--batch", type=int, default=32)
     p.add_argument("--context", type=int, default=128)
     p.add_argument("--layers", type=int, default=4)
     p.add_argument("--d-model", type=int, default=128)
     p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--lr-factor", type=float, default=0.2)
-    p.add_argument("--warmup", type=int, default=100)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--eval-mems", type=int, nargs="+", default=[0, 64, 128, 256, 512])
-    p.add_argument("--sample-chars", type=int, default=600)
-    p.add_argument("--timing-only", action="store_true", help="only the forward+backward time per step of each model")
-    p.add_argument("--timing-rounds", type=int, default=22)
+    p.add_argument("--lr-factor", type=float, default=0.3)
+    p.add_argument("--warmup", type=int, default=200)
+    p.add_argument("--eval-mems", type=int, nargs="+", default=[0, 32, 64, 128, 256, 512])
+    p.add_argument("--target", type=float, default=None, help="stop a run once validation reaches this (nats/char)")
+    p.add_argument("--eval-every", type=int, default=400)
+    p.add_argument("--eval-windows", type=int, default=200)
+    p.add_argument("--save-every", type=int, default=200)
+    p.add_argument("--tag", default="full")
+    p.add_argument("--resume", action="store_true")
+    p.add_argument("--dry-run", action="store_true", help="a tiny run end to end, written under runs/ (< 1 minute)")
+    p.add_argument("--out")
     a = p.parse_args()
+    if a.dry_run:
+        a.steps, a.seeds, a.layers, a.d_model, a.context, a.batch, a.tag = 6, [0, 1], 1, 32, 16, 4, "dry-run"
+        a.save_every, a.warmup, a.eval_mems, a.target, a.eval_every, a.eval_windows = 2, 2, [0, 16, 32], 9.9, 3, 4
     torch.set_num_threads(1)
-    splits = load_corpus("tinyshakespeare", a.data_dir)
-    vocab = CharVocab("".join(splits.values()))
-    train, val = vocab.encode_tensor(splits["train"]), vocab.encode_tensor(splits["val"])
+    vocab, train, val = charlm.shakespeare(a.data_dir)
+    if a.dry_run: val = val[:4000]
     m = machine()
-    if a.timing_only:
-        out = RESULTS / f"transformer_xl_steps-{slug(m, 'cpu')}.json"
-        out.write_text(json.dumps({"machine": m, "settings": vars(a), **step_times(train, len(vocab), a)}, indent=1) + "\n")
-        print(out.read_text()); return
-    result = {"machine": m, "settings": vars(a), "runs": {}}
-    name = RESULTS / f"transformer_xl{'' if a.seed == 0 else f'-seed{a.seed}'}-{slug(m, 'cpu')}.json"
-    prompt = torch.tensor([vocab.encode("ROMEO:\n")])
-    for kind in ("baseline", "xl", "xl_nomem"):
-        model, run = train_one(kind, train, len(vocab), a)
-        t0 = time.perf_counter()
-        if kind == "baseline":
-            loss, chars = corpus_loss(model, val, a.context)
-            run["val"] = {"loss": loss, "chars": chars, "how": "each window alone"}
-            text = generate(model, prompt, a.sample_chars, 0.8, None, torch.Generator().manual_seed(0))
-        else:
-            run["val_by_mem"] = {}
-            for mem in a.eval_mems:
-                loss, chars = stream_loss(model, val, a.context, 8, mem)
-                run["val_by_mem"][str(mem)] = {"loss": loss, "chars": chars}
-                print(kind, "eval mem", mem, round(loss, 4), flush=True)
-            run["val"] = {**run["val_by_mem"][str(model.mem_len)], "how": f"streams, memory {model.mem_len}"}
-            text = generate_xl(model, prompt, a.sample_chars, 0.8, None, torch.Generator().manual_seed(0))
-        run["eval_seconds"] = round(time.perf_counter() - t0, 1)
-        run["sample"] = vocab.decode(text[0])
-        result["runs"][kind] = run
-        print(kind, "val", run["val"], flush=True)
-        RESULTS.mkdir(exist_ok=True)
-        name.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"wrote {name}")
+    out = Path(a.out) if a.out else (Path("runs") if a.dry_run else RESULTS) / f"transformer_xl-{a.tag}-{slug(m, 'cpu')}.json"
+    work = Path("runs") / f"transformer_xl-{a.tag}"
+    if a.dry_run:
+        out.unlink(missing_ok=True); shutil.rmtree(work, ignore_errors=True)
+    settings = {k: v for k, v in vars(a).items() if k not in ("data_dir", "out", "resume", "dry_run")}
+    res = charlm.Results(out, {"machine": m, "torch": torch.__version__, "threads": 1, "settings": settings},
+                         a.resume or a.dry_run, work)
+    for seed in a.seeds:                                  # every model of one seed before the next seed
+        for kind in a.kinds:
+            key = f"{kind} | seed {seed}"
+            if res.done(key): continue
+            res.put(key, run_one(kind, seed, len(vocab), train, val, a, work))
+            summarise(res)
+    print(f"wrote {out}")
+    for kind, row in res["summary"].items():
+        print(f"{kind:16s}", "  ".join(f"mem {k}: {v['mean']:.4f} ± {v['sd']:.4f}" for k, v in row["val_by_mem"].items()))
 
 
 if __name__ == "__main__":

@@ -1,0 +1,119 @@
+"""The training loop that the experiment scripts of chapters 12, 14 and 16 share (bench/imdb_mlm.py,
+bench/transformer_xl.py, bench/modern_ablation.py): Noam-scheduled Adam with gradient clipping, a checkpoint every
+`save_every` steps (model, optimiser, schedule, the batch generator's state and any carried state such as
+Transformer-XL's memory) that a later call resumes from, and a results JSON that grows one finished run at a time.
+Not part of the library. Also: tiny-shakespeare as a character vocabulary and two tensors."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+import time
+from pathlib import Path
+from typing import Callable
+
+import torch
+
+from annotated_transformer.data import load_corpus
+from annotated_transformer.language_model import CharVocab
+from annotated_transformer.training import noam_optimizer
+
+
+def shakespeare(data_dir: str | None):
+    "tiny-shakespeare as (vocabulary, training ids, validation ids), chapter 11's split."
+    splits = load_corpus("tinyshakespeare", data_dir)
+    vocab = CharVocab("".join(splits.values()))
+    return vocab, vocab.encode_tensor(splits["train"]), vocab.encode_tensor(splits["val"])
+
+
+def mean_sd(xs: list[float]) -> dict:
+    "Mean, sample standard deviation (0 for one value) and the values."
+    return {"mean": round(statistics.fmean(xs), 4), "sd": round(statistics.stdev(xs), 4) if len(xs) > 1 else 0.0,
+            "n": len(xs), "values": [round(x, 4) for x in xs]}
+
+
+class Results:
+    """A JSON file of finished runs keyed by name, rewritten (atomically) after each one; `--resume` keeps it."""
+    def __init__(self, path: Path, header: dict, resume: bool, work: Path | None = None):
+        self.path = Path(path)
+        if self.path.exists() and not resume:
+            raise SystemExit(f"{self.path} exists; pass --resume to go on with it or --out to write elsewhere.")
+        if work is not None and Path(work).exists() and any(Path(work).iterdir()) and not resume:
+            raise SystemExit(f"{work} holds the checkpoints of an earlier run; pass --resume to go on with them or --tag to start another.")
+        self.data = json.loads(self.path.read_text()) if self.path.exists() else {**header, "runs": {}}
+        self.data.setdefault("runs", {})
+    def done(self, key: str) -> bool: return key in self.data["runs"]
+    def __getitem__(self, key): return self.data[key]
+    def put(self, key: str, value, top: bool = False):
+        (self.data if top else self.data["runs"])[key] = value
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = self.path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(self.data, indent=1) + "\n"); os.replace(tmp, self.path)
+
+
+def train(model: torch.nn.Module, loss_fn: Callable, steps: int, *, d_model: int, lr_factor: float, warmup: int,
+          seed: int, ckpt: Path | None = None, save_every: int = 200, log_every: int = 100, name: str = "",
+          clip: float = 1.0, state=None, opt_and_sched=None) -> dict:
+    """Train `model` for `steps` optimiser steps. `loss_fn(model, generator, step, state) -> (loss, state)` draws its
+    own batch from `generator` (seeded by `seed`) and may carry `state` from step to step (a memory). With `ckpt`,
+    the run resumes from that file when it exists and saves to it every `save_every` steps (and at the end).
+    Returns {"curve": [(step, loss)], "train_seconds", "seconds_per_step" (median of the logged stretches)}."""
+    opt, sched = opt_and_sched or noam_optimizer(model, d_model, lr_factor, warmup)
+    g = torch.Generator().manual_seed(seed)
+    start, curve, seconds = 0, [], 0.0
+    if ckpt is not None and Path(ckpt).exists():
+        c = torch.load(ckpt, weights_only=False)
+        model.load_state_dict(c["model"]); opt.load_state_dict(c["opt"]); sched.load_state_dict(c["sched"])
+        g.set_state(c["generator"]); start, curve, seconds, state = c["step"], c["curve"], c["seconds"], c["state"]
+        print(f"{name}: resumed at step {start}", flush=True)
+
+    def save(step):
+        if ckpt is None: return
+        Path(ckpt).parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(str(ckpt) + ".tmp")
+        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
+                    "generator": g.get_state(), "step": step, "curve": curve, "seconds": seconds, "state": state}, tmp)
+        os.replace(tmp, ckpt)
+
+    model.train()
+    t0, stretch, stretch_times = time.perf_counter(), time.perf_counter(), []
+    for step in range(start, steps):
+        loss, state = loss_fn(model, g, step, state)
+        opt.zero_grad(set_to_none=True); loss.backward()
+        if clip: torch.nn.utils.clip_grad_norm_(model.parameters(), clip)
+        opt.step(); sched.step()
+        if (step + 1) % log_every == 0 or step + 1 == steps or step == start:
+            now = time.perf_counter()
+            if step > start: stretch_times.append((now - stretch) / ((step - start) % log_every or log_every))
+            stretch = now
+            curve.append((step + 1, round(loss.item(), 4)))
+            print(f"{name}: step {step + 1} loss {curve[-1][1]:.4f} ({seconds + now - t0:.0f} s)", flush=True)
+        if (step + 1) % save_every == 0 and step + 1 < steps:
+            seconds += time.perf_counter() - t0; t0 = time.perf_counter(); save(step + 1)
+    seconds += time.perf_counter() - t0
+    save(steps)
+    return {"curve": curve, "train_seconds": round(seconds, 1), "state": state,
+            "seconds_per_step": round(statistics.median(stretch_times), 4) if stretch_times else None}
+
+
+def interleaved_step_times(steps: dict[str, Callable[[], None]], rounds: int = 5, per_round: int = 3) -> dict:
+    """Median seconds of one call of each `steps[name]()`, measured in interleaved rounds (each round runs every
+    entry `per_round` times, one after the other), so that a change of load on the machine touches all alike."""
+    for f in steps.values(): f()                                           # warm up
+    times = {k: [] for k in steps}
+    for _ in range(rounds):
+        for k, f in steps.items():
+            t0 = time.perf_counter()
+            for _ in range(per_round): f()
+            times[k].append((time.perf_counter() - t0) / per_round)
+    return {k: round(statistics.median(v), 4) for k, v in times.items()}
+
+
+def load_average() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def cpu_estimate(step_seconds: float, steps: int, runs: int) -> float:
+    "Hours of one core for `runs` runs of `steps` steps at `step_seconds` each."
+    return round(step_seconds * steps * runs / 3600, 2)
