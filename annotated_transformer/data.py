@@ -374,6 +374,8 @@ def write_synthetic_multi30k(folder: str | os.PathLike, n_train: int = 400, n_ev
 # %% ../nbs/9e_data_plumbing.ipynb #0ac2a699
 #: the stored results that the chapters show (`bench/results/` of the repository), pinned by sha256
 RESULT_FILES = {
+    "modern_ablation-small-amd-epyc-2cores.json": "200531431a92ff1cfe4ab0e40ce466552c0344edc7b2cd661c7df499b1ed9ba1",
+    "transformer_xl-small-amd-epyc-2cores.json": "083deafa62f09297d367aa6952a00705f7a47a09ba5e43f9ac4fd73b44a6cc2d",
     "modern_ablation-amd-epyc-2cores.json":
         "058557e76223361c13b38ea409b25fb3af1e08cc44d4a52e3ae6755aad663b3c",
     "imdb_mlm-realmask-300-seed1-amd-epyc-2cores.json":
