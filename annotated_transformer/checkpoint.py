@@ -7,10 +7,12 @@ Docs: https://annotated-transformer.github.io/annotated-transformer/checkpoint.h
 # %% ../nbs/90_checkpoint.ipynb #ff641ffe
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import random
 import shutil
+import stat
 from pathlib import Path
 from typing import Callable, Sequence
 
@@ -23,17 +25,44 @@ from torch import Tensor
 from .model import EncoderDecoder, make_model, model_from_config
 
 # %% auto #0
-__all__ = ['FORMAT_VERSION', 'MODEL_FILE', 'CONFIG_FILE', 'STATE_FILE', 'STATE_JSON', 'UNIT_PREFIX', 'CheckpointError',
-           'atomic_write', 'unique_tensors', 'checkpoint_units', 'resolve_checkpoint', 'save_model', 'load_config',
-           'load_model', 'save_training_state', 'load_training_state', 'save_checkpoint_unit', 'average_checkpoints']
+__all__ = ['FORMAT_VERSION', 'MODEL_FILE', 'CONFIG_FILE', 'STATE_FILE', 'STATE_JSON', 'WEIGHTS_SHA256', 'UNIT_PREFIX',
+           'SAFETENSORS_DTYPES', 'MAX_HEADER_BYTES', 'SIZE_KEYS', 'MAX_POSITIONS', 'CheckpointError', 'is_regular_file',
+           'is_real_dir', 'sha256_of', 'atomic_write', 'unique_tensors', 'checkpoint_units', 'resolve_checkpoint',
+           'check_new_output_dir', 'save_model', 'load_config', 'read_safetensors_header', 'load_model',
+           'save_training_state', 'load_training_state', 'save_checkpoint_unit', 'average_checkpoints']
 
 # %% ../nbs/90_checkpoint.ipynb #f47d5e70
 FORMAT_VERSION = 1
 MODEL_FILE, CONFIG_FILE = "model.safetensors", "config.json"
 STATE_FILE, STATE_JSON = "train_state.safetensors", "train_state.json"
+WEIGHTS_SHA256 = "weights_sha256"   # the entry of config.json that pins model.safetensors (absent in older checkpoints)
 
 class CheckpointError(ValueError):
     "A checkpoint file that exists but cannot be used: corrupt, truncated, inconsistent, or from a newer version."
+
+def is_regular_file(path: str | Path) -> bool:
+    "Whether `path` itself is a regular file: not a symlink, a FIFO, a device or a folder (nothing is opened or followed)."
+    try: return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError: return False
+
+def is_real_dir(path: str | Path) -> bool:
+    "Whether `path` itself is a folder, not a symlink to one."
+    try: return stat.S_ISDIR(os.lstat(path).st_mode)
+    except OSError: return False
+
+def sha256_of(path: str | Path) -> str:
+    "The SHA-256 of a file's bytes, read in 1 MiB blocks."
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20): h.update(block)
+    return h.hexdigest()
+
+def _fsync_dir(folder: Path) -> None:
+    "Make the renames in `folder` durable (POSIX); opens the folder itself, never an entry in it."
+    if not hasattr(os, "O_DIRECTORY"): return
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    try: os.fsync(fd)
+    finally: os.close(fd)
 
 def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
     """Write `path` all or nothing: `write(tmp)` fills a temporary file in the same folder, which is flushed to disk
@@ -42,16 +71,16 @@ def atomic_write(path: str | Path, write: Callable[[Path], None]) -> Path:
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
+        if is_regular_file(tmp) or tmp.is_symlink(): tmp.unlink()   # left by an earlier process with this id
         write(tmp)
-        with open(tmp, "r+b") as f: os.fsync(f.fileno())     # the bytes are on disk before the name points at them
-        os.replace(tmp, path)
-    except BaseException:                                       # including KeyboardInterrupt
-        tmp.unlink(missing_ok=True)
-        raise
-    if hasattr(os, "O_DIRECTORY"):                              # make the rename itself durable (POSIX)
-        fd = os.open(path.parent, os.O_RDONLY | os.O_DIRECTORY)
+        fd = os.open(tmp, os.O_RDWR | getattr(os, "O_NOFOLLOW", 0))   # the bytes are on disk before the name points at them
         try: os.fsync(fd)
         finally: os.close(fd)
+        os.replace(tmp, path)
+    except BaseException:                                       # including KeyboardInterrupt
+        if is_regular_file(tmp): tmp.unlink()
+        raise
+    _fsync_dir(path.parent)
     return path
 
 def _missing(path: Path) -> FileNotFoundError:
@@ -59,8 +88,8 @@ def _missing(path: Path) -> FileNotFoundError:
 
 def _read_json(path: Path) -> dict:
     if not path.is_file(): raise _missing(path)
-    try: obj = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as e:
+    try: obj = json.loads(path.read_bytes())
+    except ValueError as e:            # not JSON, or not UTF-8
         raise CheckpointError(f"checkpoint file {path} is not valid JSON ({e}); it is corrupt: save it again.") from None
     if not isinstance(obj, dict):
         raise CheckpointError(f"checkpoint file {path} should hold a JSON object, got {type(obj).__name__}.")
@@ -93,9 +122,10 @@ def unique_tensors(state: dict[str, Tensor]) -> tuple[dict[str, Tensor], dict[st
 UNIT_PREFIX = "step-"   # a run folder keeps its checkpoints as OUT/step-<N>, each one complete on its own
 
 def checkpoint_units(out: str | Path) -> list[Path]:
-    "The complete `step-<N>` checkpoint folders of a run folder, oldest first (half-written ones have other names)."
+    """The complete `step-<N>` checkpoint folders of a run folder, oldest first (half-written ones have other names).
+    Only real folders count: a symlink named `step-<N>` is not the run's, and is never read, pruned or deleted."""
     n = len(UNIT_PREFIX)
-    return sorted((p for p in Path(out).glob(UNIT_PREFIX + "*") if p.is_dir() and p.name[n:].isdigit()),
+    return sorted((p for p in Path(out).glob(UNIT_PREFIX + "*") if p.name[n:].isdigit() and is_real_dir(p)),
                   key=lambda p: int(p.name[n:]))
 
 def resolve_checkpoint(path: str | Path) -> Path:
@@ -105,17 +135,38 @@ def resolve_checkpoint(path: str | Path) -> Path:
     units = checkpoint_units(path) if path.is_dir() else []
     return units[-1] if units else path
 
+def check_new_output_dir(path: str | Path) -> Path:
+    """Refuse to write a new checkpoint where something already is: `path` must not exist, or be an empty folder.
+    Raises a one-line `FileExistsError` that names what is in the way (a checkpoint, a run, a file); nothing is
+    written or deleted. Returns `path` (`average` and `ship` call it before they write)."""
+    path = Path(path)
+    if not (path.exists() or path.is_symlink()): return path
+    if not path.is_dir():
+        raise FileExistsError(f"{path} exists and is not a folder; write the checkpoint to a new folder.")
+    entries = sorted(os.listdir(path))
+    if not entries: return path
+    what = ("holds a checkpoint" if CONFIG_FILE in entries or MODEL_FILE in entries else
+            "holds a training run" if checkpoint_units(path) else "is not empty")
+    more = f" and {len(entries) - 1} more" if len(entries) > 1 else ""
+    raise FileExistsError(f"{path} {what} ({entries[0]}{more}); nothing was written: choose a new or empty folder.")
+
+
 # %% ../nbs/90_checkpoint.ipynb #a35e1d21
 def save_model(model: EncoderDecoder, path: str | Path, config: dict | None = None) -> Path:
     """Write `model` into the folder `path` (created if needed): `model.safetensors` and `config.json`, which holds
-    `make_model`'s arguments (`model.config`), the format version, and the entries of `config` (e.g. the task).
-    Each file is written atomically. Returns the folder."""
+    `make_model`'s arguments (`model.config`), the format version, the SHA-256 of the weights file, and the entries
+    of `config` (e.g. the task). Each file is written atomically. Returns the folder."""
     if not getattr(model, "config", None):
         raise ValueError("model.config is empty: build the model with make_model so that load_model can rebuild it.")
     path = Path(path); path.mkdir(parents=True, exist_ok=True)
     tensors, aliases = unique_tensors(model.state_dict())
-    atomic_write(path / MODEL_FILE, lambda tmp: save_file(tensors, str(tmp), metadata={"aliases": json.dumps(aliases)}))
-    cfg = {**(config or {}), "format_version": FORMAT_VERSION, "model": dict(model.config)}
+    digest = {}
+    def write_weights(tmp: Path) -> None:
+        save_file(tensors, str(tmp), metadata={"aliases": json.dumps(aliases)})
+        digest["sha256"] = sha256_of(tmp)                      # of the bytes just written (from the page cache)
+    atomic_write(path / MODEL_FILE, write_weights)
+    cfg = {**(config or {}), "format_version": FORMAT_VERSION, "model": dict(model.config),
+           WEIGHTS_SHA256: digest["sha256"]}
     atomic_write(path / CONFIG_FILE, lambda tmp: tmp.write_text(json.dumps(cfg, indent=2) + "\n", encoding="utf-8"))
     return path
 
@@ -133,23 +184,134 @@ def load_config(path: str | Path) -> dict:
                               f"it was not written by save_model.")
     return cfg
 
+
+# %% ../nbs/90_checkpoint.ipynb #c8a1e0b2
+SAFETENSORS_DTYPES = {"F64": torch.float64, "F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16,
+                      "I64": torch.int64, "I32": torch.int32, "I16": torch.int16, "I8": torch.int8, "U8": torch.uint8,
+                      "BOOL": torch.bool}
+MAX_HEADER_BYTES = 64 << 20          # a header of tens of thousands of tensors is a few MB
+SIZE_KEYS = ("src_vocab", "tgt_vocab", "N", "d_model", "d_ff", "h", "max_len", "context")
+MAX_POSITIONS = 1 << 24              # max_len / context beyond 16.7M positions is no model this library trains
+
+def read_safetensors_header(path: str | Path) -> dict[str, dict]:
+    """The tensor table of a safetensors file, `{name: {"dtype", "shape", "data_offsets"}}` (plus `__metadata__`),
+    read from its header (8 bytes: the header's length, little-endian; then that many bytes of JSON) without
+    reading or allocating any tensor. Checked: every tensor's bytes lie inside the file and match its shape and
+    dtype. Anything else is a `CheckpointError` that names the file."""
+    path = Path(path)
+    if not path.is_file(): raise _missing(path)
+    def bad(why: str) -> CheckpointError:
+        return CheckpointError(f"checkpoint file {path} is corrupt or truncated ({why}); save it again or restore a copy.")
+    size = path.stat().st_size
+    with open(path, "rb") as f:
+        head = f.read(8)
+        if len(head) < 8: raise bad(f"{size} bytes, shorter than a header")
+        n = int.from_bytes(head, "little")
+        if not 2 <= n <= min(size - 8, MAX_HEADER_BYTES): raise bad(f"header length {n} in a file of {size} bytes")
+        raw = f.read(n)
+    try: header = json.loads(raw)
+    except ValueError as e: raise bad(f"its header is not JSON: {e}") from None
+    if not isinstance(header, dict): raise bad("its header is not a JSON object")
+    data = size - 8 - n
+    for name, e in header.items():
+        if name == "__metadata__": continue
+        ok = (isinstance(e, dict) and e.get("dtype") in SAFETENSORS_DTYPES and isinstance(e.get("shape"), list)
+              and all(type(d) is int and d >= 0 for d in e["shape"]) and isinstance(e.get("data_offsets"), list)
+              and len(e["data_offsets"]) == 2 and all(type(o) is int for o in e["data_offsets"]))
+        if not ok: raise bad(f"tensor {name!r} has the header entry {str(e)[:80]}")
+        (a, b), numel = e["data_offsets"], int(np.prod(e["shape"], dtype=object))
+        if not (0 <= a <= b <= data and b - a == numel * SAFETENSORS_DTYPES[e["dtype"]].itemsize):
+            raise bad(f"tensor {name!r} of shape {e['shape']} ({e['dtype']}) at bytes {a}..{b} of {data}")
+    return header
+
+def _check_sizes(model_cfg: dict, header: dict, file: Path, weights: Path) -> None:
+    "One `CheckpointError` naming the entry of `config.json` whose size is not a positive integer, not divisible, or absurd for the weights."
+    def bad(key, why):
+        return CheckpointError(f"checkpoint file {file}: model entry {key}={model_cfg[key]!r} {why}; the file is corrupt "
+                               f"or was not written by save_model.")
+    for k in SIZE_KEYS:
+        v = model_cfg.get(k)
+        if v is not None and (type(v) is not int or v < 1): raise bad(k, "must be a positive integer")
+    d, h = model_cfg.get("d_model"), model_cfg.get("h")
+    if d is not None and h is not None and d % h:
+        raise bad("d_model", f"is not divisible by the number of heads h={h}")
+    shapes = [e["shape"] for k, e in header.items() if k != "__metadata__"]
+    largest = max((x for s in shapes for x in s), default=0)
+    for k in ("src_vocab", "tgt_vocab", "d_model", "d_ff"):
+        if (model_cfg.get(k) or 0) > largest:
+            raise bad(k, f"is larger than every dimension of the tensors in {weights.name} (the largest is {largest})")
+    if (model_cfg.get("N") or 0) > max(1, len(shapes) // 4):   # a layer has 4 or more tensors (its norms, projections)
+        raise bad("N", f"layers cannot be held in the {len(shapes)} tensors of {weights.name}")
+    for k in ("max_len", "context"):
+        if (model_cfg.get(k) or 0) > MAX_POSITIONS: raise bad(k, f"is over the limit of {MAX_POSITIONS} positions")
+
+def _check_against_header(model_cfg: dict, header: dict, aliases: dict, config_file: Path, weights: Path) -> None:
+    """Build the model described by `config.json` on the meta device (shapes, no memory) and compare it with the
+    weights file's header: the same names, shapes, and floating point where the model is. Its fixed tables (the
+    sinusoids) must not dwarf the weights."""
+    try:
+        with torch.device("meta"): skeleton = model_from_config(model_cfg)
+    except (TypeError, ValueError, RuntimeError) as e:
+        raise CheckpointError(f"checkpoint file {config_file}: cannot rebuild the model ({e}).") from None
+    expected = skeleton.state_dict()
+    stored = {k: e for k, e in header.items() if k != "__metadata__"}
+    names = set(stored) | set(aliases)
+    if wrong := sorted(names ^ set(expected)):
+        what = "has no tensor" if wrong[0] in expected else "has a tensor the model lacks:"
+        raise CheckpointError(f"checkpoint file {weights} does not match the model described in {config_file}: it "
+                              f"{what} {wrong[0]!r} ({len(wrong)} names differ).")
+    for name, t in expected.items():
+        src = aliases.get(name, name)
+        if src not in stored:
+            raise CheckpointError(f"checkpoint file {weights}: the alias {name!r} points at {src!r}, which it does not hold.")
+        e = stored[src]
+        if tuple(e["shape"]) != tuple(t.shape):
+            raise CheckpointError(f"checkpoint file {weights} does not match the model described in {config_file}: "
+                                  f"{name!r} has shape {tuple(e['shape'])}, the model's is {tuple(t.shape)}.")
+        dtype = SAFETENSORS_DTYPES[e["dtype"]]
+        if t.is_floating_point() != dtype.is_floating_point or (not dtype.is_floating_point and dtype != t.dtype):
+            raise CheckpointError(f"checkpoint file {weights}: {name!r} is stored as {e['dtype']}, but the model's "
+                                  f"{name!r} is {str(t.dtype).removeprefix('torch.')}; weights must be floating point.")
+    weights_numel = sum(t.numel() for t in expected.values())
+    tables = [(n, b) for n, b in skeleton.named_buffers() if n not in expected]   # not saved: built from the config
+    if sum(b.numel() for _, b in tables) > max(1 << 25, 4 * weights_numel):
+        n, b = max(tables, key=lambda nb: nb[1].numel())
+        keys = ", ".join(f"{k}={model_cfg[k]}" for k in ("max_len", "context") if k in model_cfg)
+        raise CheckpointError(f"checkpoint file {config_file}: {keys or 'its sizes'} would build a table {n} of shape "
+                              f"{tuple(b.shape)}, far larger than the weights; the file is corrupt.")
+
 def load_model(path: str | Path, device=None) -> EncoderDecoder:
-    """Rebuild the model saved in folder `path` (`model_from_config`: `make_model`, or chapter 10's and 11's assemblies), load its weights (tied matrices stay tied) and
-    return it in eval mode on `device` (default: CPU). A missing or corrupt file raises an error that names it.
-    A run folder written by `train` stands for its newest checkpoint."""
+    """Rebuild the model saved in folder `path` (`model_from_config`: `make_model`, or chapter 10's and 11's
+    assemblies), load its weights (tied matrices stay tied) and return it in eval mode on `device` (default: CPU).
+    Before anything is allocated, the sizes in `config.json` are checked against the weights file's header; the
+    file must have the SHA-256 that `config.json` records (when it does), and every weight must be floating point
+    and finite. A missing or corrupt file raises an error that names it. A run folder written by `train` stands for
+    its newest checkpoint."""
     path = resolve_checkpoint(path)
     cfg = load_config(path)
-    tensors, meta = _read_safetensors(path / MODEL_FILE)
-    try: model = model_from_config(cfg["model"])
-    except (TypeError, ValueError) as e:
-        raise CheckpointError(f"checkpoint file {path / CONFIG_FILE}: cannot rebuild the model ({e}).") from None
+    config_file, weights = path / CONFIG_FILE, path / MODEL_FILE
+    header = read_safetensors_header(weights)
     try:
-        aliases = json.loads(meta.get("aliases", "{}"))
-        model.load_state_dict({**tensors, **{name: tensors[src] for name, src in aliases.items()}}, strict=True)
-    except (json.JSONDecodeError, KeyError, RuntimeError) as e:
-        raise CheckpointError(f"checkpoint file {path / MODEL_FILE} does not match the model described in "
-                              f"{path / CONFIG_FILE}: {e}") from None
+        aliases = json.loads((header.get("__metadata__") or {}).get("aliases", "{}"))
+        if not isinstance(aliases, dict): raise ValueError("not a JSON object")
+    except (ValueError, AttributeError, TypeError) as e:
+        raise CheckpointError(f"checkpoint file {weights} has unreadable aliases in its metadata ({e}).") from None
+    _check_sizes(cfg["model"], header, config_file, weights)
+    _check_against_header(cfg["model"], header, aliases, config_file, weights)
+    if (pinned := cfg.get(WEIGHTS_SHA256)) is not None and sha256_of(weights) != pinned:
+        raise CheckpointError(f"checkpoint file {weights} has changed since it was saved (its SHA-256 differs from "
+                              f"the one in {config_file}): it is corrupt; restore a copy or use an earlier checkpoint.")
+    tensors, _ = _read_safetensors(weights)
+    for name, t in tensors.items():
+        if t.is_floating_point() and not bool(torch.isfinite(t).all()):
+            raise CheckpointError(f"checkpoint file {weights}: {name!r} holds NaN or infinite values (a run that "
+                                  f"diverged, or a corrupt file); use an earlier checkpoint.")
+    model = model_from_config(cfg["model"])
+    try: model.load_state_dict({**tensors, **{name: tensors[src] for name, src in aliases.items()}}, strict=True)
+    except (KeyError, RuntimeError) as e:
+        raise CheckpointError(f"checkpoint file {weights} does not match the model described in {config_file}: {e}") from None
     return model.to(device if device is not None else "cpu").eval()
+
 
 # %% ../nbs/90_checkpoint.ipynb #02631eff
 def _lists(x):
@@ -188,11 +350,15 @@ def save_training_state(path: str | Path, optimizer: torch.optim.Optimizer, sche
                     "numpy": [int(np_state[2]), int(np_state[3]), float(np_state[4])]},
             "generators": sorted(generators or {}),
             "scaler": None if scaler is None else _lists(scaler.state_dict())}
-    try: text = json.dumps(meta)
+    try: json.dumps(meta)
     except TypeError as e:
         raise TypeError(f"the training state must be JSON-serialisable (numbers, strings, lists, dicts): {e}") from None
     stamp = {"step": json.dumps(state.get("step"))}
-    atomic_write(path / STATE_FILE, lambda tmp: save_file(tensors, str(tmp), metadata=stamp))
+    def write_tensors(tmp: Path) -> None:
+        save_file(tensors, str(tmp), metadata=stamp)
+        meta["sha256"] = sha256_of(tmp)                       # the JSON pins the tensors it goes with
+    atomic_write(path / STATE_FILE, write_tensors)
+    text = json.dumps(meta)
     atomic_write(path / STATE_JSON, lambda tmp: tmp.write_text(text + "\n", encoding="utf-8"))
     return path
 
@@ -201,13 +367,19 @@ def load_training_state(path: str | Path, optimizer: torch.optim.Optimizer, sche
                         scaler: torch.amp.GradScaler | None = None) -> dict:
     """Restore what `save_training_state` wrote into `optimizer`, `scheduler`, the named `generators`, the loss
     `scaler` and, with `restore_rng`, the global torch, CUDA, NumPy and Python RNGs. Returns the saved `state`
-    counters. A run folder written by `train` stands for its newest checkpoint."""
+    counters. A run folder written by `train` stands for its newest checkpoint. The tensors file must have the SHA-256
+    that the JSON file records (when it does)."""
     path = resolve_checkpoint(path)
     meta = _read_json(path / STATE_JSON)
-    tensors, stamp = _read_safetensors(path / STATE_FILE)
+    stamp = read_safetensors_header(path / STATE_FILE).get("__metadata__")
+    stamp = stamp if isinstance(stamp, dict) else {}
     if stamp.get("step") != json.dumps(meta.get("step")):
         raise CheckpointError(f"{path / STATE_FILE} (step {stamp.get('step')}) and {path / STATE_JSON} (step "
                               f"{meta.get('step')}) come from different saves: the last save was interrupted.")
+    if (pinned := meta.get("sha256")) is not None and sha256_of(path / STATE_FILE) != pinned:
+        raise CheckpointError(f"{path / STATE_FILE} has changed since it was saved (its SHA-256 differs from the one in "
+                              f"{path / STATE_JSON}): it is corrupt; use an earlier checkpoint.")
+    tensors, _ = _read_safetensors(path / STATE_FILE)
     try:
         live = optimizer.state_dict()["param_groups"]
         if len(live) != len(meta["optimizer"]["param_groups"]): raise ValueError("different number of param groups")
@@ -239,37 +411,42 @@ def load_training_state(path: str | Path, optimizer: torch.optim.Optimizer, sche
 
 # %% ../nbs/90_checkpoint.ipynb #c54dbcc0
 def _fsync_tree(folder: Path) -> None:
-    for p in [*folder.iterdir(), folder]:
-        fd = os.open(p, os.O_RDONLY | (getattr(os, "O_DIRECTORY", 0) if p.is_dir() else 0))
-        try: os.fsync(fd)
-        finally: os.close(fd)
+    "Flush a folder this process wrote, its regular files and the folder itself; anything else in it is not opened."
+    for p in folder.iterdir():
+        if is_regular_file(p):
+            fd = os.open(p, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+            try: os.fsync(fd)
+            finally: os.close(fd)
+    _fsync_dir(folder)
 
 def save_checkpoint_unit(out: str | Path, step: int, write: Callable[[Path], None], keep: int = 1) -> Path:
     """Write one checkpoint as a unit: `write(folder)` fills a new hidden folder in the run folder `out`, which is
     flushed to disk and renamed to `out/step-<step>` (a rename is atomic), so a crash at any moment leaves either
     the new checkpoint whole or none of it, and the previous one untouched. Then the run keeps its newest `keep`
     checkpoints: the newest whole, the older ones as model-only snapshots (for `average`), and deletes the rest.
-    A step that has a checkpoint already keeps it: a unit is never replaced, so there is no moment without one."""
+    A step that has a checkpoint already keeps it: a unit is never replaced, so there is no moment without one.
+    Pruning touches real `step-<N>` folders only: symlinks and other files in `out` are never followed or opened."""
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     final = out / f"{UNIT_PREFIX}{step}"
     tmp = out / f".{final.name}.{os.getpid()}.tmp"
-    if final.exists(): return final
-    if tmp.exists(): shutil.rmtree(tmp)
+    if final.exists() or final.is_symlink(): return final
+    if is_real_dir(tmp): shutil.rmtree(tmp)
     try:
         tmp.mkdir()
         write(tmp)
         _fsync_tree(tmp)
         os.replace(tmp, final)
     except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
+        if is_real_dir(tmp): shutil.rmtree(tmp, ignore_errors=True)
         raise
-    _fsync_tree(out)
+    _fsync_dir(out)
     units = checkpoint_units(out)
-    for old in units[:-max(keep, 1)]: shutil.rmtree(old)
+    for old in units[:-max(keep, 1)]: shutil.rmtree(old)     # rmtree does not follow symlinks inside a folder
     for old in units[-max(keep, 1):-1]:          # older kept ones: the weights only
-        for name in (STATE_FILE, STATE_JSON): (old / name).unlink(missing_ok=True)
+        for name in (STATE_FILE, STATE_JSON):
+            if is_regular_file(old / name): (old / name).unlink()
     for stale in out.glob(f".{UNIT_PREFIX}*.tmp"):   # left by a process killed in the middle of a save
-        if stale != tmp: shutil.rmtree(stale, ignore_errors=True)
+        if stale != tmp and is_real_dir(stale): shutil.rmtree(stale, ignore_errors=True)
     return final
 
 

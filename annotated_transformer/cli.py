@@ -101,7 +101,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--task", choices=sorted(TASKS), help="what to learn (default: copy)")
     t.add_argument("--out", metavar="DIR", help="run folder (default: runs/<task>)")
     g = t.add_argument_group("the recipe (default: the task's)")
-    g.add_argument("--preset", metavar="NAME", help="model size: tiny | small (default) | base (multi30k only)")
+    g.add_argument("--preset", metavar="NAME", help="model size: tiny | small (default) | base (multi30k); "
+                                                 "tiny | base | big (wmt14)")
     g.add_argument("--data-dir", metavar="DIR", help="folder of the data files (default: download to the cache); "
                                                      "task text: the text file")
     g.add_argument("--batch-size", type=int, metavar="B", help="sequences per micro-batch (copy, shakespeare, enwik8, text)")
@@ -140,7 +141,7 @@ def build_parser() -> argparse.ArgumentParser:
     e.add_argument("--seed", type=int, default=0, metavar="S", help="seed of the test examples (default: 0)")
     e.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"], help="default: auto")
     e.add_argument("--split", metavar="NAME", help="which split (default: val): multi30k val | test2016, "
-                                                  "imdb val | test, enwik8 val | test")
+                                                  "imdb val | test, enwik8 val | test, wmt14 newstest2013 | newstest2014")
     e.add_argument("--beam", type=int, metavar="K", help="multi30k: beam size (default: 1, greedy)")
     e.add_argument("--length-penalty", type=float, metavar="A", help="multi30k: beam search's alpha (default: 0.6)")
     e.add_argument("--data-dir", metavar="DIR", help="data folder (default: the one the run trained on)")

@@ -15,7 +15,8 @@ from pathlib import Path
 
 import torch
 
-from .checkpoint import CheckpointError, CONFIG_FILE, MODEL_FILE, load_config, load_model, resolve_checkpoint, save_model
+from .checkpoint import (CheckpointError, CONFIG_FILE, MODEL_FILE, load_config, load_model,
+                                              resolve_checkpoint, save_model, atomic_write, check_new_output_dir)
 from .data import DataError, _fetch, cache_root, repository_url, sha256_file
 
 # %% auto #0
@@ -33,9 +34,9 @@ def _without_paths(d: dict, keys=("data_dir", "out")) -> dict:
 def ship(checkpoint: str | os.PathLike, dest: str | os.PathLike, card: str, dtype: torch.dtype = torch.float16) -> dict[str, str]:
     """Write the model of `checkpoint` (a checkpoint or run folder) into the new folder `dest` as readers get it:
     weights in `dtype`, `config.json` and the task's side files without the trainer's paths, and the model card
-    `card` as `README.md`. Returns `{file: sha256}`, the pins for `PRETRAINED`."""
+    `card` as `README.md`, each file atomically. Returns `{file: sha256}`, the pins for `PRETRAINED`."""
     src, dest = resolve_checkpoint(checkpoint), Path(dest)
-    if dest.exists(): raise FileExistsError(f"{dest} exists; remove it first, or ship to a new folder.")
+    check_new_output_dir(dest)       # a new or empty folder: nothing there is replaced
     model = load_model(src).to(dtype)
     cfg = _without_paths({k: v for k, v in load_config(src).items() if k not in ("format_version", "model")})
     if cfg.get("averaged"):   # the averaged checkpoints' folders: keep their steps, not the trainer's paths
@@ -45,10 +46,10 @@ def ship(checkpoint: str | os.PathLike, dest: str | os.PathLike, card: str, dtyp
     for f in sorted(src.iterdir()):
         if f.name in (CONFIG_FILE, MODEL_FILE) or f.name.startswith(SIDE_FILES_SKIPPED) or not f.is_file(): continue
         if f.suffix == ".json" and f.name != "tokenizer.json":
-            (dest / f.name).write_text(json.dumps(_without_paths(json.loads(f.read_text(encoding="utf-8"))), indent=2) + "\n",
-                                       encoding="utf-8")
-        else: shutil.copyfile(f, dest / f.name)
-    (dest / "README.md").write_text(card, encoding="utf-8")
+            text = json.dumps(_without_paths(json.loads(f.read_text(encoding="utf-8"))), indent=2) + "\n"
+            atomic_write(dest / f.name, lambda tmp: tmp.write_text(text, encoding="utf-8"))
+        else: atomic_write(dest / f.name, lambda tmp: shutil.copyfile(f, tmp))
+    atomic_write(dest / "README.md", lambda tmp: tmp.write_text(card, encoding="utf-8"))
     return {f.name: sha256_file(f) for f in sorted(dest.iterdir())}
 
 # %% ../nbs/98_pretrained.ipynb #52b041ea

@@ -12,6 +12,7 @@ import inspect
 import json
 import os
 import random
+import re
 import shutil
 import signal
 import sys
@@ -31,16 +32,17 @@ from tqdm import tqdm
 from .embeddings import id_checks_off
 from .utils import default_device
 from .model import EncoderDecoder, count_parameters
-from .training import Batch, TrainState, noam_optimizer, batch_loss, PRECISIONS
+from .training import Batch, TrainState, noam_optimizer, task_batch_loss, PRECISIONS
 from .checkpoint import (CheckpointError, load_model, load_config, save_model,
-    save_training_state, load_training_state, save_checkpoint_unit, checkpoint_units, resolve_checkpoint, atomic_write)
+    save_training_state, load_training_state, save_checkpoint_unit, checkpoint_units, resolve_checkpoint, atomic_write,
+    is_regular_file, is_real_dir, UNIT_PREFIX)
 from .tasks import TASKS, make_task, task_from_checkpoint
 from .data import DataError
 from .pretrained import pretrained_dir, resolve_model
-from . import translation, classification, language_model   # register their tasks  # noqa: F401
+from . import translation, classification, language_model, wmt14   # register their tasks  # noqa: F401
 
 # %% auto #0
-__all__ = ['TASK_SETTINGS', 'RESUMED', 'RUN_DEFAULTS', 'PARAM_DIGEST_ENV', 'RUN_FILES', 'TrainConfig', 'UsageError', 'Interrupted', 'load_config_file', 'check_config', 'autocast_context', 'micro_step', 'train_step', 'resolve_device', 'bf16_supported', 'check_precision', 'stream_seed', 'param_digest', 'init_distributed', 'agree', 'StopSignals', 'prepare_out', 'train', 'load_trained', 'evaluate', 'predict', 'load_pretrained']
+__all__ = ['TASK_SETTINGS', 'RESUMED', 'RUN_DEFAULTS', 'PARAM_DIGEST_ENV', 'RUN_FILES', 'RUN_MARKER', 'TrainConfig', 'UsageError', 'Interrupted', 'load_config_file', 'check_config', 'autocast_context', 'micro_step', 'train_step', 'resolve_device', 'bf16_supported', 'check_precision', 'stream_seed', 'param_digest', 'init_distributed', 'agree', 'StopSignals', 'ignore_stop_signals', 'run_files', 'run_recipe', 'prepare_out', 'train', 'load_trained', 'evaluate', 'predict', 'load_pretrained']
 
 # %% ../nbs/92_run.ipynb #b46c5bb5
 @dataclass
@@ -91,12 +93,17 @@ class UsageError(Exception):
 
 class Interrupted(KeyboardInterrupt):
     """Ctrl-C or SIGTERM during training: `step` is the newest checkpoint in `out`, saved at the stop, or before it
-    when a second signal stopped the run at once (`saved` False)."""
-    def __init__(self, step: int, out: Path, signum: int = signal.SIGINT, saved: bool = True):
+    when a second signal stopped the run at once (`saved` False; `step` None when there is no checkpoint yet, and
+    `--resume` then starts the run again from step 0 with its recipe; `started` False: not even the recipe was
+    written, and the run is started anew)."""
+    def __init__(self, step: int | None, out: Path, signum: int = signal.SIGINT, saved: bool = True,
+                 started: bool = True):
         name = "SIGTERM" if signum == signal.SIGTERM else "Ctrl-C"
-        what = (f"stopped by {name} at step {step}; saved a resumable checkpoint" if saved else
-                f"stopped at once by a second {name}; the newest checkpoint is step {step}")
-        super().__init__(f"{what} in {out} (continue with --resume)")
+        if saved: what = f"stopped by {name} at step {step}; saved a resumable checkpoint in {out}"
+        elif not started: what = f"stopped at once by a second {name} before the run began; nothing was saved in {out}"
+        elif step is None: what = f"stopped at once by a second {name}, before the first checkpoint of {out}"
+        else: what = f"stopped at once by a second {name}; the newest checkpoint in {out} is step {step}"
+        super().__init__(f"{what} ({'continue with --resume' if started else 'start it again'})")
         self.step, self.out, self.signum, self.saved = step, out, signum, saved
 
 # %% ../nbs/92_run.ipynb #64ec3c60
@@ -152,7 +159,7 @@ def micro_step(model: nn.Module, batch: Batch, criterion: nn.Module, total: int,
     ctx = model.no_sync() if not sync and hasattr(model, "no_sync") else nullcontext()
     with ctx:                                            # DDP: all-reduce the gradients once, after the last one
         with autocast_context(batch.src.device.type, precision):
-            loss = batch_loss(model, batch, criterion)   # fp32 (log-softmax and the loss run in fp32)
+            loss = task_batch_loss(model, batch, criterion)   # fp32 (log-softmax and the loss run in fp32)
         scaled = loss / total
         (scaler.scale(scaled) if scaler is not None else scaled).backward()   # gradients add up
     return loss.detach()
@@ -250,8 +257,12 @@ def agree(flag: bool, device: torch.device) -> bool:
 # %% ../nbs/92_run.ipynb #69a4af51
 class StopSignals:
     """Within the block, the first SIGINT (Ctrl-C) or SIGTERM (a scheduler's or Colab's stop) sets `.signum`, which
-    the loop checks between steps; a second one raises at once."""
+    the loop checks between steps; a second one raises `KeyboardInterrupt` at once (`.forced`); later ones are
+    ignored. After a stop, signals repeated within `grace` seconds are ignored too (the process is printing its
+    message and exiting); then the handlers that were there before take over again."""
     SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, grace: float = 5.0): self.grace = grace
 
     def __enter__(self):
         self.signum, self.forced, self._old = None, False, {}
@@ -260,40 +271,123 @@ class StopSignals:
         return self
 
     def _handle(self, signum, frame):
+        if self.forced: return        # a third signal: the stop is under way already
         if self.signum is not None:   # the second signal: stop now, wherever the loop is (no save: it may be mid-step)
             self.forced = True
             raise KeyboardInterrupt
         self.signum = signum
 
+    def _late(self, signum, frame):
+        "A signal after the block: ignored within the grace period, else handled as before the block."
+        if time.monotonic() < self._until: return
+        old = self._old[signum]
+        if old is None: return                 # a handler installed outside Python: nothing to hand back to
+        signal.signal(signum, old)
+        if callable(old): old(signum, frame)
+        elif old == signal.SIG_DFL: os.kill(os.getpid(), signum)   # the default action (SIGTERM: terminate)
+
     def __exit__(self, *exc):
-        for s, h in self._old.items(): signal.signal(s, h)
+        stopped = self.signum is not None and exc[0] is not None and issubclass(exc[0], KeyboardInterrupt)
+        self._until = time.monotonic() + self.grace
+        for s, h in self._old.items():
+            if h is not None: signal.signal(s, self._late if stopped else h)
 
-RUN_FILES = ("metrics.jsonl", "train_config.json", "task.json", "tokenizer.json",
-             "config.json", "model.safetensors", "train_state.json", "train_state.safetensors")   # the last four: old runs
+def ignore_stop_signals() -> None:
+    """Ignore Ctrl-C and SIGTERM from now on in this process (main thread only): what the command line calls when a
+    run has stopped, so that a repeated signal cannot cut short its message or its exit (Python resets its own
+    handlers while the interpreter shuts down; an ignored signal stays ignored)."""
+    if threading.current_thread() is threading.main_thread():
+        for s in StopSignals.SIGNALS: signal.signal(s, signal.SIG_IGN)
 
-def prepare_out(out: Path, resume: bool, overwrite: bool) -> None:
-    "Refuse to start a new run over a saved one unless `overwrite`, which deletes it; `resume` needs a saved run."
-    saved = out.is_dir() and (checkpoint_units(out) or (out / "config.json").is_file())
+RUN_FILES = ("train_config.json", "metrics.jsonl", "task.json")   # and each task's side files (tokenizer.json, vocab.json)
+RUN_MARKER = "annotated-transformer train"   # train_config.json's "written_by": what makes a folder a run folder
+_CORE = {"task", "out", "seed", "device", "resume", "overwrite"}   # TrainConfig fields in every version's train_config.json
+
+def run_files() -> set[str]:
+    "The names of the files a run writes at the top of its run folder."
+    return {*RUN_FILES, *(n for t in TASKS.values() for n in t.side_files)}
+
+def _is_run_entry(p: Path) -> bool:
+    """Whether `p` is something a run writes in its folder: one of its files (a regular file), a `step-<N>` checkpoint
+    (a real folder), or the temporary file or folder of an interrupted write. Symlinks, FIFOs and devices never are."""
+    if is_regular_file(p):
+        m = re.fullmatch(r"\.(.+)\.\d+\.tmp", p.name)
+        return p.name in run_files() or (m is not None and m.group(1) in run_files())
+    if is_real_dir(p):
+        return (p.name.startswith(UNIT_PREFIX) and p.name[len(UNIT_PREFIX):].isdigit()) or \
+               re.fullmatch(rf"\.{UNIT_PREFIX}\d+\.\d+\.tmp", p.name) is not None
+    return False
+
+def run_recipe(out: str | os.PathLike) -> dict | None:
+    """The recipe of the run in folder `out`: its `train_config.json` when that file is the run's (it says it was
+    written by `train`, or holds `TrainConfig`'s fields), else the one in its newest checkpoint. None when `out` is
+    not a run folder."""
+    f = Path(out, "train_config.json")
+    if is_regular_file(f) and f.stat().st_size < (1 << 20):
+        try: saved = json.loads(f.read_bytes())
+        except ValueError: saved = None                # truncated or garbled: fall back on the checkpoint's copy
+        if isinstance(saved, dict) and (saved.get("written_by") == RUN_MARKER or _CORE <= saved.keys()): return saved
+    units = checkpoint_units(out) if Path(out).is_dir() else []
+    if units:
+        try: saved = load_config(units[-1]).get("train")
+        except (CheckpointError, OSError): return None
+        if isinstance(saved, dict) and _CORE <= saved.keys(): return saved
+    return None
+
+def _write_recipe(out: Path, resolved: dict) -> None:
+    "Write the resolved recipe to `out/train_config.json` atomically; its `written_by` marks the folder as a run folder."
+    text = json.dumps({"written_by": RUN_MARKER, **resolved}, indent=2) + "\n"
+    atomic_write(out / "train_config.json", lambda tmp: tmp.write_text(text, encoding="utf-8"))
+
+def prepare_out(out: Path, resume: bool, overwrite: bool) -> bool:
+    """Check the run folder `out` before anything is written, and return whether it holds a checkpoint to resume from.
+    A new run goes into a new or empty folder, or a run folder without a checkpoint (a run stopped before its first);
+    a run folder with checkpoints needs `resume` (continue) or `overwrite`, which deletes what the run wrote and
+    refuses a folder that holds anything else. A folder that is not a run folder is never written into: nothing a
+    user keeps there is replaced or deleted."""
+    if (out.exists() or out.is_symlink()) and not out.is_dir():
+        raise UsageError(f"--out {out} is a file, not a folder; choose a folder for the run.")
+    entries = sorted(out.iterdir()) if out.is_dir() else []
+    is_run = bool(entries) and run_recipe(out) is not None
+    units = checkpoint_units(out) if is_run else []
+    has_checkpoint = bool(units) or (is_run and (out / "config.json").is_file())   # (runs of the first version: flat)
     if resume:
-        if not saved: raise FileNotFoundError(f"--resume: {out} holds no saved run (no step-N checkpoint folder).")
-        return
-    if not saved: (out / "metrics.jsonl").unlink(missing_ok=True)   # a run killed before its first checkpoint
-    if saved and not overwrite:
+        if not is_run: raise FileNotFoundError(f"--resume: {out} holds no saved run (no train_config.json written by "
+                                               f"train, no step-N checkpoint folder).")
+        for name in sorted(run_files()):
+            p = out / name
+            if (p.exists() or p.is_symlink()) and not is_regular_file(p):
+                raise UsageError(f"--resume: {p} is not a regular file (a symlink, FIFO or folder); a run writes only "
+                                 f"regular files there: move it away.")
+        return has_checkpoint
+    if entries and not is_run:
+        raise UsageError(f"--out {out} is not empty and holds no run ({entries[0].name} is in it); a run writes only "
+                         f"into a new or empty folder, so nothing of yours is touched: choose another --out.")
+    if has_checkpoint and not overwrite:
         raise UsageError(f"{out} already holds a run (newest checkpoint {resolve_checkpoint(out).name}); continue it with "
                          f"--resume, replace it with --overwrite, or choose another --out.")
-    if saved:
-        for p in checkpoint_units(out): shutil.rmtree(p)
-        for name in RUN_FILES: (out / name).unlink(missing_ok=True)
+    foreign = [p for p in entries if not _is_run_entry(p)]
+    if foreign and (overwrite or any(p.name in run_files() for p in foreign)):
+        raise UsageError(f"--out {out} holds {foreign[0].name}, which a run does not write (or not as a regular file); "
+                         f"nothing was deleted: move it away, or choose another --out.")
+    for p in entries:   # a run folder: what the run wrote before goes (symlinks and user files were refused above)
+        if p in foreign: continue
+        if is_real_dir(p): shutil.rmtree(p)          # rmtree does not follow symlinks inside the folder
+        else: p.unlink()
+    out.mkdir(parents=True, exist_ok=True)
+    return False
 
 def _trim_metrics(path: Path, step: int) -> None:
-    "Drop the lines of a metrics log written after `step` (a resumed run writes them again)."
-    if not path.is_file(): return
+    "Drop the lines of a metrics log written after `step` (a resumed run writes them again), and any half line."
+    if not is_regular_file(path): return
     keep = []
-    for line in path.read_text(encoding="utf-8").splitlines():
+    for line in path.read_bytes().splitlines():
         try: rec = json.loads(line)
-        except json.JSONDecodeError: continue          # half a line: the process was killed while writing it
-        if rec.get("step", 0) <= step: keep.append(line)
+        except ValueError: continue                    # half a line: the process was killed while writing it
+        if isinstance(rec, dict) and isinstance(rec.get("step", 0), int) and rec.get("step", 0) <= step:
+            keep.append(line.decode("utf-8"))
     atomic_write(path, lambda tmp: tmp.write_text("".join(l + "\n" for l in keep), encoding="utf-8"))
+
 
 # %% ../nbs/92_run.ipynb #d86ae1f9
 def train(cfg: TrainConfig | None = None, **options) -> dict:
@@ -301,16 +395,17 @@ def train(cfg: TrainConfig | None = None, **options) -> dict:
     every evaluation and at the end; `options` override `cfg`'s fields (`train(task="copy", max_steps=100)`).
     Returns a summary: task, steps, seconds, metrics, whether the target was reached, the run folder."""
     cfg = TrainConfig(**{**(asdict(cfg) if cfg is not None else {}), **options})
-    saved_cfg = Path(cfg.out or f"runs/{cfg.task or 'copy'}") / "train_config.json"
-    if cfg.resume and saved_cfg.is_file():     # the saved run's recipe, unless given again
-        saved = json.loads(saved_cfg.read_text(encoding="utf-8"))
+    where = Path(cfg.out or f"runs/{cfg.task or 'copy'}")
+    saved = run_recipe(where) if cfg.resume else None
+    if saved is not None:                      # the saved run's recipe, unless given again
         cfg.task = cfg.task or saved.get("task")
         if saved.get("task") != cfg.task:
-            raise UsageError(f"{saved_cfg.parent} holds a run of task {saved.get('task')!r}, not {cfg.task!r}; "
+            raise UsageError(f"{where} holds a run of task {saved.get('task')!r}, not {cfg.task!r}; "
                              f"resume it with --task {saved.get('task')}.")
         for k in RESUMED:
             if getattr(cfg, k) is None and saved.get(k) is not None: setattr(cfg, k, saved[k])
     cfg.task = cfg.task or "copy"
+    auto_accum = cfg.accum_steps is None   # a task may size it from the world size (wmt14: the paper's batch)
     for k, v in RUN_DEFAULTS.items():
         if getattr(cfg, k) is None: setattr(cfg, k, v)
     check_config(cfg)
@@ -320,22 +415,43 @@ def train(cfg: TrainConfig | None = None, **options) -> dict:
     check_precision(cfg.precision, device, cfg.force)
     out = Path(cfg.out or f"runs/{task.name}")
     rank, world, device = init_distributed(device)
+    if auto_accum and hasattr(task, "accum_steps"): cfg.accum_steps = task.accum_steps(world)
     if rank == 0: prepare_out(out, cfg.resume, cfg.overwrite)
     if cfg.threads is not None: torch.set_num_threads(cfg.threads)
     if device.type == "cuda":   # fp32 matrix products on TensorFloat-32 tensor cores (10-bit mantissa, fp32 range)
         torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = True
-    try:
-        return _train(cfg, task, device, out, rank, world)
-    finally:
-        if world > 1 and dist.is_initialized(): dist.destroy_process_group()
+    with StopSignals() as stop:   # from here on a first signal stops the run at the end of a step, with a checkpoint
+        try:
+            if rank == 0 and not cfg.resume: _write_recipe(out, _resolved(cfg, task))   # now `out` is a run folder
+            return _train(cfg, task, device, out, rank, world, stop)
+        except KeyboardInterrupt as e:    # a second signal outside the loop (loading data, building the model)
+            if isinstance(e, Interrupted): raise
+            raise Interrupted(_newest_step(out), out, stop.signum or signal.SIGINT, saved=False,
+                              started=run_recipe(out) is not None) from None
+        finally:
+            if world > 1 and dist.is_initialized(): dist.destroy_process_group()
+
+def _resolved(cfg: TrainConfig, task) -> dict:
+    "The recipe as run: the options, and the task's values for the settings left to it."
+    return {**asdict(cfg), **{k: getattr(task, k, None) for k in TASK_SETTINGS},
+            "log_every": cfg.log_every or max(1, task.eval_every // 5), "task_settings": task.settings()}
+
+def _newest_step(out: Path) -> int | None:
+    "The step of the newest checkpoint in the run folder `out`, None when it has none."
+    units = checkpoint_units(out)
+    return int(units[-1].name[len(UNIT_PREFIX):]) if units else None
 
 def _log_line(path: Path, record: dict) -> None:
-    with open(path, "a", encoding="utf-8") as f: f.write(json.dumps(record) + "\n")
+    "Append one line to the log; never follows a symlink, never waits on a FIFO."
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0), 0o644)
+    with open(fd, "a", encoding="utf-8") as f: f.write(json.dumps(record) + "\n")
 
-def _train(cfg: TrainConfig, task, device: torch.device, out: Path, rank: int, world: int) -> dict:
+def _train(cfg: TrainConfig, task, device: torch.device, out: Path, rank: int, world: int, stop: StopSignals) -> dict:
     "`train` after the options are checked: one process, or one of `world` data-parallel processes."
     torch.manual_seed(cfg.seed); random.seed(cfg.seed); np.random.seed(cfg.seed)   # the same initial weights everywhere
-    task.prepare(out, resume=cfg.resume, save=rank == 0)   # data, tokenizer (reloaded on resume), task.json
+    # a run stopped before its first checkpoint has nothing to continue from: it starts again, with its recipe
+    resuming = cfg.resume and (resolve_checkpoint(out) / "config.json").is_file()
+    task.prepare(out, resume=resuming, save=rank == 0)   # data, tokenizer (reloaded on resume), task.json
     max_steps, eval_every = task.max_steps, task.eval_every
     log_every = cfg.log_every or max(1, eval_every // 5)
     model = task.build_model().to(device)
@@ -347,7 +463,7 @@ def _train(cfg: TrainConfig, task, device: torch.device, out: Path, rank: int, w
     gens = {p: torch.Generator().manual_seed(stream_seed(cfg.seed, p, rank if p == "data" and not shards else 0))
             for p in ("data", "eval", "check")}
     state, seconds_before, metrics, metrics_step = TrainState(), 0.0, None, None
-    if cfg.resume:
+    if resuming:
         folder = resolve_checkpoint(out)
         saved = load_config(folder)
         if saved.get("task") != task.name or saved["model"] != model.config:
@@ -364,11 +480,9 @@ def _train(cfg: TrainConfig, task, device: torch.device, out: Path, rank: int, w
             gens["data"].manual_seed(stream_seed(cfg.seed, "data"))
         elif rank > 0:   # the saved data stream is rank 0's: the others continue on streams of their own
             gens["data"].manual_seed(stream_seed(cfg.seed, "data", rank) + state.step)
-        if rank == 0: _trim_metrics(out / "metrics.jsonl", state.step)
-    if rank == 0:
-        resolved = {**asdict(cfg), **{k: getattr(task, k, None) for k in TASK_SETTINGS}, "log_every": log_every,
-                    "task_settings": task.settings()}
-        (out / "train_config.json").write_text(json.dumps(resolved, indent=2) + "\n", encoding="utf-8")
+    if rank == 0 and cfg.resume:   # the recipe as resumed (a longer max_steps), once it is known to fit the run
+        _trim_metrics(out / "metrics.jsonl", state.step)
+        _write_recipe(out, _resolved(cfg, task))
     train_model = DDP(model) if world > 1 else model   # DDP: same start (broadcast), gradients averaged
     if cfg.compile: train_model = torch.compile(train_model)
     crit = task.criterion().to(device)
@@ -381,15 +495,14 @@ def _train(cfg: TrainConfig, task, device: torch.device, out: Path, rank: int, w
     def save(m: dict | None) -> None:
         nonlocal saved_step
         if state.step == saved_step: return           # saved already (an evaluation, or the run it resumed)
-        saved_step = state.step
-        if rank != 0: return
         def write(folder: Path) -> None:
             save_model(model, folder, {"task": task.name, "step": state.step, "metrics": m, "train": asdict(cfg)})
             save_training_state(folder, opt, sched, {"step": state.step, "counters": asdict(state),
                                                      "seconds": elapsed(), "metrics": m}, gens, scaler=scaler)
-            for name in task.side_files:
-                if (out / name).is_file(): shutil.copyfile(out / name, folder / name)
-        save_checkpoint_unit(out, state.step, write, keep=cfg.keep_checkpoints)
+            for name in task.side_files:              # regular files only: a symlink or FIFO is not the run's
+                if is_regular_file(out / name): shutil.copyfile(out / name, folder / name)
+        if rank == 0: save_checkpoint_unit(out, state.step, write, keep=cfg.keep_checkpoints)
+        saved_step = state.step                       # once the unit is on disk (a second signal may stop the save)
 
     shape = ", ".join(f"{k}={model.config[k]}" for k in ("N", "d_model", "h", "d_ff", "dropout"))
     size = f"{task.max_tokens} tokens" if hasattr(task, "max_tokens") else f"{task.batch_size}"
@@ -398,13 +511,14 @@ def _train(cfg: TrainConfig, task, device: torch.device, out: Path, rank: int, w
         + (", activation checkpointing" if cfg.checkpoint_activations else "") + (", torch.compile" if cfg.compile else "")
         + f", steps {state.step} -> at most {max_steps}, run folder {out}")
     start_step, reached = state.step, False
-    saved_step = state.step if cfg.resume else None
+    saved_step = state.step if resuming else None
     batches = task.batches(gens["data"], rank=rank, world=world, start=state.micro_step if shards else 0)
     run_loss, run_tokens, run_t = None, 0, time.perf_counter()    # since the last log line; the loss on the device
     # ids are checked once per batch on the CPU below, not inside the model
-    with StopSignals() as stop, id_checks_off(model), tqdm(total=max_steps, initial=state.step, desc=task.name,
-                                                           unit="step", disable=not (cfg.progress and rank == 0),
-                                                           mininterval=1.0) as bar:
+    if cfg.resume and not resuming: log(f"{out} holds no checkpoint yet: the run starts again from step 0")
+    stopped = False
+    with id_checks_off(model), tqdm(total=max_steps, initial=state.step, desc=task.name, unit="step",
+                                    disable=not (cfg.progress and rank == 0), mininterval=1.0) as bar:
         try:
             while state.step < max_steps:
                 group = []
@@ -443,11 +557,14 @@ def _train(cfg: TrainConfig, task, device: torch.device, out: Path, rank: int, w
                     save(metrics)
                     if agree(reached, device): break               # every process stops at the same step
                     if agree(stop.signum is not None, device): raise KeyboardInterrupt
-        except KeyboardInterrupt:
-            if stop.forced:
-                raise Interrupted(saved_step, out, stop.signum, saved=False) from None
-            save(metrics if metrics_step == state.step else None)
-            raise Interrupted(state.step, out, stop.signum or signal.SIGINT) from None
+        except KeyboardInterrupt:                      # the loop saw a signal (or a second one stopped it)
+            stopped = True
+        if stopped:
+            if not stop.forced:                        # finish the stop: save this step
+                try: save(metrics if metrics_step == state.step else None)
+                except KeyboardInterrupt: pass         # a second signal during the save: the unit is whole or absent
+            if stop.forced: raise Interrupted(_newest_step(out), out, stop.signum or signal.SIGINT, saved=False)
+            raise Interrupted(state.step, out, stop.signum or signal.SIGINT)
     if state.step == start_step:    # nothing to train (max_steps reached already, or 0): measure and save anyway
         metrics = task.evaluate(model, gens["check"], device)
         reached = task.reached(metrics)

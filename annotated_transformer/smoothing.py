@@ -1,4 +1,4 @@
-"""The label-smoothing loss with its gradient written out, and the copy-task recipes compared over seeds.
+"""The engineering behind chapter 6: the label-smoothing loss with its gradient written out, the runner's loss, greedy decoding with the cache, and the copy-task recipes compared over seeds.
 
 Docs: https://annotated-transformer.github.io/annotated-transformer/training_recipes.html.md"""
 
@@ -11,7 +11,7 @@ import torch
 from torch import Tensor
 
 # %% auto #0
-__all__ = ['smoothed_kl']
+__all__ = ['COPY_RECIPES_FILE', 'smoothed_kl', 'copy_run_summary']
 
 # %% ../nbs/9c_training_recipes.ipynb #62b8ab45
 class _SmoothedKL(torch.autograd.Function):
@@ -38,6 +38,25 @@ class _SmoothedKL(torch.autograd.Function):
         return grad, None, None, None, None, None
 
 def smoothed_kl(x: Tensor, target: Tensor, confidence: float, spread: float, pad: int, neg_entropy: float) -> Tensor:
-    """The label-smoothing KL summed over positions (`LabelSmoothing`'s formula) for log-probabilities `x` `(n, V)`
+    """The label-smoothing KL summed over positions (chapter 6's `LabelSmoothing` formula) for log-probabilities `x` `(n, V)`
     and class ids `target` `(n,)`, with its gradient written out."""
     return _SmoothedKL.apply(x, target, confidence, spread, pad, neg_entropy)
+
+# %% ../nbs/9c_training_recipes.ipynb #b1403595
+def copy_run_summary(evals: list, log: list) -> dict:
+    """A copy-task run's first step at 100% exact match (None if never), its worst exact match after first reaching 99%
+    (None if it never did, or did only at the last evaluation), its largest loss spike (a step's loss over the lowest
+    of the 20 steps before, after step 50), and its median gradient norms and update lengths over steps 26-75 and
+    151-175. `evals`: (step, exact match); `log`: (step, loss, gradient norm, update length)."""
+    first = next((s for s, a in evals if a == 1.0), None)
+    high = next((s for s, a in evals if a >= 0.99), None)
+    after = [a for s, a in evals if high is not None and s > high]
+    losses = [l for _, l, _, _ in log]
+    spike = max((losses[i] / min(losses[i - 20:i]) for i in range(50, len(losses))), default=None)
+    med = lambda xs: sorted(xs)[len(xs) // 2] if xs else None
+    grad = lambda a, b: med([g for s, _, g, _ in log if a <= s <= b])      # median gradient norm over steps a..b
+    upd = lambda a, b: med([u for s, _, _, u in log if a <= s <= b])       # median update length
+    return dict(first_100=first, worst_after_99=min(after, default=None), spike=spike,
+                grad=(grad(26, 75), grad(151, 175)), upd=(upd(26, 75), upd(151, 175)))
+
+COPY_RECIPES_FILE = "copy_recipes-amd-epyc-2cores.json"   # the stored comparison below: bench/copy_recipes.py on a shared 2-core AMD EPYC

@@ -16,7 +16,8 @@ import torch
 from torch import nn
 
 from .model import EncoderDecoder, make_model
-from .training import LabelSmoothing, Batch, copy_task_batches, copy_task_accuracy
+from .training import FusedLabelSmoothing, Batch, copy_task_batches, copy_task_accuracy
+from .decoding import fast_greedy_decode
 from .checkpoint import load_config, resolve_checkpoint, atomic_write
 
 # %% auto #0
@@ -153,8 +154,8 @@ class CopyTask:
         cfg = {**self.model, **({} if self.dropout is None else {"dropout": self.dropout})}
         return make_model(self.vocab, self.vocab, **cfg)
 
-    def criterion(self) -> LabelSmoothing:
-        return LabelSmoothing(self.vocab, padding_idx=0, smoothing=self.label_smoothing)
+    def criterion(self) -> FusedLabelSmoothing:
+        return FusedLabelSmoothing(self.vocab, padding_idx=0, smoothing=self.label_smoothing)
 
     def batches(self, generator: torch.Generator, rank: int = 0, world: int = 1, start: int = 0) -> Iterator[Batch]:
         "Fresh sequences from `generator` (each process passes its own); `start` is not needed: the generator's state is."
@@ -163,7 +164,8 @@ class CopyTask:
     def evaluate(self, model: EncoderDecoder, generator: torch.Generator | None, device, n: int | None = None) -> dict:
         "Exact match of greedy decoding on `n` fresh sequences drawn from `generator`."
         n = n or self.eval_size
-        acc = copy_task_accuracy(model, n, self.vocab, self.seq_len, generator=generator, device=device)
+        acc = copy_task_accuracy(model, n, self.vocab, self.seq_len, generator=generator, device=device,
+                                 decode=fast_greedy_decode)
         return {"exact_match": acc, "correct": round(acc * n), "n": n}
 
     def reached(self, metrics: dict) -> bool:

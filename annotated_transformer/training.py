@@ -14,13 +14,11 @@ import torch.nn.functional as F
 from torch import nn, Tensor
 from tqdm import tqdm
 from .attention import subsequent_mask
-from .embeddings import check_token_ids, id_checks_off
-from .model import EncoderDecoder, select_cache_rows
-from .smoothing import smoothed_kl
+from .embeddings import check_token_ids
+from .model import EncoderDecoder
 
 # %% auto #0
-__all__ = ['PRECISIONS', 'Batch', 'rate', 'noam_optimizer', 'LabelSmoothing', 'TrainState', 'batch_loss', 'train_step',
-           'run_epoch', 'unwrap_model', 'greedy_decode', 'copy_task_batches', 'copy_task_accuracy']
+__all__ = ['Batch', 'rate', 'noam_optimizer', 'LabelSmoothing', 'TrainState', 'batch_loss', 'train_step', 'run_epoch', 'greedy_decode', 'copy_task_batches', 'copy_task_accuracy', 'PRECISIONS', 'FusedLabelSmoothing', 'unwrap_model', 'task_batch_loss']
 
 # %% ../nbs/06_training.ipynb #e09be47b
 class Batch:
@@ -107,8 +105,6 @@ class LabelSmoothing(nn.Module):
         if x.dim() != 2 or x.size(1) != self.size:
             raise ValueError(f"expected log-probabilities (n, {self.size}), got {tuple(x.shape)}: flatten them first.")
         pad = self.padding_idx
-        if x.requires_grad:   # training: the same KL, its gradient written out (Appendix: training recipes)
-            return smoothed_kl(x, target, self.confidence, self.spread, pad, self.neg_entropy)
         log_p_y = x.gather(1, target.unsqueeze(1)).squeeze(1)                # (n,): log p of the target
         kl = self.neg_entropy - (self.confidence - self.spread) * log_p_y    # c - (1 - eps - s) log p_y ...
         if self.spread > 0:                                                   # ... - s * sum of log p but padding
@@ -124,10 +120,9 @@ class TrainState:
 
 def batch_loss(model: EncoderDecoder, batch: Batch, criterion: nn.Module) -> Tensor:
     "Teacher-forced forward pass: the loss summed over the batch's target tokens (a scalar)."
-    if hasattr(batch, "loss"): return batch.loss(model, criterion)     # the batches of chapters 10-11
     tgt_mask = None if batch.right_padded else batch.tgt_mask          # right-padded: the causal mask suffices
     out = model(batch.src, batch.tgt, batch.src_mask, tgt_mask, is_causal=tgt_mask is None)  # (batch, t, d_model)
-    log_probs = unwrap_model(model).generator(out)                     # (batch, t, vocab)
+    log_probs = model.generator(out)                                   # (batch, t, vocab)
     return criterion(log_probs.reshape(-1, log_probs.size(-1)), batch.tgt_y.reshape(-1))
 
 # %% ../nbs/06_training.ipynb #6f1dba0c
@@ -149,6 +144,16 @@ def train_step(model: EncoderDecoder, batches: list[Batch], criterion: nn.Module
     optimizer.zero_grad(set_to_none=True)
     if scheduler is not None: scheduler.step()           # once per optimizer step, not per micro-batch
     return (loss_sum, total, norm) if return_norm else (loss_sum, total)
+
+# %% ../nbs/06_training.ipynb #070247a3
+def _groups(items: Iterable, k: int) -> Iterator[list]:
+    "Consecutive lists of `k` items (the last one may be shorter)."
+    if k < 1: raise ValueError(f"accum_steps must be >= 1, got {k}.")
+    group = []
+    for x in items:
+        group.append(x)
+        if len(group) == k: yield group; group = []
+    if group: yield group
 
 # %% ../nbs/06_training.ipynb #5ff132af
 def run_epoch(batches: Iterable[Batch], model: EncoderDecoder, criterion: nn.Module,
@@ -181,66 +186,26 @@ def run_epoch(batches: Iterable[Batch], model: EncoderDecoder, criterion: nn.Mod
             if callback is not None and callback(state, loss / ntokens): break
     return float(total_loss) / max(total_tokens, 1), state
 
-# %% ../nbs/06_training.ipynb #d1ea1d97
-def _groups(items: Iterable, k: int) -> Iterator[list]:
-    "Consecutive lists of `k` items (the last one may be shorter)."
-    if k < 1: raise ValueError(f"accum_steps must be >= 1, got {k}.")
-    group = []
-    for x in items:
-        group.append(x)
-        if len(group) == k: yield group; group = []
-    if group: yield group
-
-# The model inside a wrapper, and the precisions, for the runner (chapter 92) and chapters 8, 10-11
-PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-
-def unwrap_model(model: nn.Module) -> nn.Module:
-    "The `EncoderDecoder` inside a `DistributedDataParallel` and/or `torch.compile` wrapper (or `model` itself)."
-    while True:
-        inner = getattr(model, "module", None) or getattr(model, "_orig_mod", None)
-        if not isinstance(inner, nn.Module): return model
-        model = inner
-
 # %% ../nbs/06_training.ipynb #66458d38
 @torch.no_grad()
 def greedy_decode(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len: int, start_symbol: int,
-                  end_symbol: int | None = None, *, pad_symbol: int | None = None, use_cache: bool = True,
-                  pick=None, static_cache: bool = True, drop_finished: bool = True) -> Tensor:
+                  end_symbol: int | None = None, *, pad_symbol: int | None = None) -> Tensor:
     "Greedy decoding: `(batch, src_len)` -> `(batch, <= max_len)` ids; after `end_symbol` a row emits `pad_symbol`."
     if max_len < 1: raise ValueError(f"max_len must be >= 1 (it counts the start symbol), got {max_len}.")
-    B, dev = src.size(0), src.device
-    memory = model.encode(src, src_mask)                                       # (batch, src_len, d_model)
-    if src_mask is not None and bool(src_mask.all()): src_mask = None         # nothing to mask: the kernels' fast path
-    fill = end_symbol if pad_symbol is None else pad_symbol
-    ys = torch.full((B, max_len), 0 if fill is None else fill, dtype=torch.long, device=dev)   # the outputs
-    ys[:, 0] = start_symbol
-    rows = torch.arange(B, device=dev)       # the output row of each row still in the batch
-    done = torch.zeros(B, dtype=torch.bool, device=dev)   # rows in the batch that produced end_symbol
-    last = ys[:, :1]                         # (rows, 1): the newest token of each row in the batch
-    cache = model.new_cache(max_len, static_cache) if use_cache else None
-    t = 0
-    with id_checks_off(model):   # the source was checked by encode; the loop feeds back ids it chose itself
-        for t in range(1, max_len):          # step t writes output position t
-            if use_cache:   # only the newest token; positions and earlier keys/values come from the cache
-                out = model.decode(memory, src_mask, last, None, cache)                 # (rows, 1, d_model)
-            else:           # the whole prefix again, under the causal mask
-                out = model.decode(memory, src_mask, ys[rows, :t], subsequent_mask(t, device=dev))  # (rows, t, d_model)
-            logp = model.generator(out[:, -1])                                    # (rows, vocab)
-            next_word = logp.argmax(dim=-1) if pick is None else pick(logp)        # (rows,)
-            if end_symbol is not None:
-                next_word = next_word.masked_fill(done, fill)
-                done = done | (next_word == end_symbol)
-            ys[rows, t] = next_word
-            last = next_word.unsqueeze(1)
-            if end_symbol is None: continue
-            n_done = int(done.sum())                                               # the one host sync per step
-            if n_done == done.numel(): break
-            if drop_finished and 4 * n_done >= done.numel():   # a quarter of the batch has finished: drop those rows
-                keep = (~done).nonzero().squeeze(1)
-                rows, done, last, memory = rows[keep], done[keep], last[keep], memory[keep]
-                if src_mask is not None and src_mask.size(0) > 1: src_mask = src_mask[keep]
-                if cache is not None: select_cache_rows(cache, keep)
-    return ys[:, :t + 1]
+    memory = model.encode(src, src_mask)                                   # (batch, src_len, d_model), once
+    fill = end_symbol if pad_symbol is None else pad_symbol                # what a finished row emits
+    ys = torch.full((src.size(0), 1), start_symbol, dtype=torch.long, device=src.device)   # (batch, 1)
+    done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)   # rows that produced end_symbol
+    for t in range(1, max_len):                                            # step t chooses output position t
+        out = model.decode(memory, src_mask, ys, subsequent_mask(t, device=src.device))   # (batch, t, d_model)
+        next_word = model.generator(out[:, -1]).argmax(dim=-1)            # (batch,): the most likely next token
+        if end_symbol is not None:
+            next_word = next_word.masked_fill(done, fill)                  # finished rows emit padding
+            done = done | (next_word == end_symbol)
+        ys = torch.cat([ys, next_word.unsqueeze(1)], dim=1)                # (batch, t + 1)
+        if bool(done.all()): break                                         # every row has finished
+    return ys
+
 
 # %% ../nbs/06_training.ipynb #919724f6
 def copy_task_batches(vocab: int = 11, batch_size: int = 80, n_batches: int | None = None, seq_len: int = 10, *,
@@ -255,13 +220,48 @@ def copy_task_batches(vocab: int = 11, batch_size: int = 80, n_batches: int | No
 
 @torch.no_grad()
 def copy_task_accuracy(model: EncoderDecoder, n: int = 1000, vocab: int = 11, seq_len: int = 10, *,
-                       generator: torch.Generator | None = None, device=None, batch_size: int = 1000) -> float:
-    "Exact match of greedy decoding on `n` fresh copy-task sequences: the fraction copied without any error."
+                       generator: torch.Generator | None = None, device=None, batch_size: int = 1000,
+                       decode: Callable = greedy_decode) -> float:
+    "Exact match of greedy decoding (`decode`) on `n` fresh copy-task sequences: the fraction copied without an error."
     was_training, correct, seen = model.training, 0, 0
     model.eval()
     while seen < n:
         b = next(copy_task_batches(vocab, min(batch_size, n - seen), 1, seq_len, generator=generator, device=device))
-        out = greedy_decode(model, b.src, b.src_mask, seq_len, start_symbol=1)   # (m, seq_len)
+        out = decode(model, b.src, b.src_mask, seq_len, start_symbol=1)          # (m, seq_len)
         correct += int((out == b.src).all(dim=1).sum()); seen += b.src.size(0)
     model.train(was_training)
     return correct / n
+
+# %% ../nbs/9c_training_recipes.ipynb #81d578a9
+from .embeddings import id_checks_off
+from .model import select_cache_rows
+from .smoothing import smoothed_kl
+
+# %% ../nbs/9c_training_recipes.ipynb #0c839a81
+class FusedLabelSmoothing(LabelSmoothing):
+    "Chapter 6's `LabelSmoothing` (same arguments, same loss and gradient), with the gradient written out (`smoothed_kl`)."
+    def forward(self, x: Tensor, target: Tensor) -> Tensor:
+        if not x.requires_grad: return super().forward(x, target)       # no gradient to write: chapter 6's formula
+        if x.dim() != 2 or x.size(1) != self.size:
+            raise ValueError(f"expected log-probabilities (n, {self.size}), got {tuple(x.shape)}: flatten them first.")
+        return smoothed_kl(x, target, self.confidence, self.spread, self.padding_idx, self.neg_entropy)
+
+# %% ../nbs/9c_training_recipes.ipynb #dcdc2195
+PRECISIONS = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+def unwrap_model(model: nn.Module) -> nn.Module:
+    "The `EncoderDecoder` inside a `DistributedDataParallel` and/or `torch.compile` wrapper (or `model` itself)."
+    while True:
+        inner = getattr(model, "module", None) or getattr(model, "_orig_mod", None)
+        if not isinstance(inner, nn.Module): return model
+        model = inner
+
+# %% ../nbs/9c_training_recipes.ipynb #80da40f3
+def task_batch_loss(model: nn.Module, batch, criterion: nn.Module) -> Tensor:
+    """The summed loss of one batch of any task, `model` maybe wrapped (DDP, `torch.compile`): the batch's own `loss`
+    where it has one (chapters 10-12), else chapter 6's `batch_loss` with the generator of the model inside."""
+    if hasattr(batch, "loss"): return batch.loss(model, criterion)
+    tgt_mask = None if batch.right_padded else batch.tgt_mask          # right-padded: the causal mask suffices
+    out = model(batch.src, batch.tgt, batch.src_mask, tgt_mask, is_causal=tgt_mask is None)  # through the wrapper
+    log_probs = unwrap_model(model).generator(out)                     # (batch, t, vocab)
+    return criterion(log_probs.reshape(-1, log_probs.size(-1)), batch.tgt_y.reshape(-1))

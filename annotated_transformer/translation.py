@@ -14,7 +14,8 @@ from typing import ClassVar
 import sacrebleu, torch
 from tokenizers import Tokenizer
 from .model import EncoderDecoder, make_model
-from .training import Batch, LabelSmoothing, greedy_decode
+from .training import Batch, FusedLabelSmoothing
+from .decoding import fast_greedy_decode
 from .decoding import beam_search
 from .checkpoint import load_model, resolve_checkpoint, atomic_write
 from .data import (PAD, BOS, EOS, load_multi30k, train_tokenizer, load_tokenizer, encode, encode_batch,
@@ -123,8 +124,8 @@ class Multi30kTask(Multi30kSettings):
         v = self._need().get_vocab_size()
         return make_model(v, v, tie_embeddings=True, **{**self.model, **({} if self.dropout is None else {"dropout": self.dropout})})
 
-    def criterion(self) -> LabelSmoothing:
-        return LabelSmoothing(self._need().get_vocab_size(), padding_idx=PAD, smoothing=self.label_smoothing)
+    def criterion(self) -> FusedLabelSmoothing:
+        return FusedLabelSmoothing(self._need().get_vocab_size(), padding_idx=PAD, smoothing=self.label_smoothing)
 
     def batches(self, generator: torch.Generator, rank: int = 0, world: int = 1, start: int = 0) -> Iterator[Batch]:
         """Endless token-budget batches of the training pairs (CPU), epochs in an order drawn from `generator`, skipping
@@ -168,7 +169,7 @@ def translate(model: EncoderDecoder, tokenizer: Tokenizer, sentences: Sequence[s
             limit = max_len if max_len is not None else src.size(1) + 50
             if limit > (table := model.config.get("max_len", limit)):                            # positions it knows
                 raise ValueError(f"max_len={limit} is beyond the model's positional table of {table}; ask for at most {table}.")
-            if beam == 1: ys = greedy_decode(model, src, src_mask, limit, BOS, EOS, pad_symbol=PAD)
+            if beam == 1: ys = fast_greedy_decode(model, src, src_mask, limit, BOS, EOS, pad_symbol=PAD)
             else: ys, _ = beam_search(model, src, src_mask, limit, BOS, EOS, beam, length_penalty, pad_symbol=PAD)
             out += decode_batch(tokenizer, ys.cpu())                                               # ys: (b, <= limit)
     finally:

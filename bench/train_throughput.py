@@ -51,7 +51,7 @@ from annotated_transformer.model import make_model  # noqa: E402
 from annotated_transformer.dropout16 import use_dropout16  # noqa: E402
 from annotated_transformer.positional import sinusoid_table  # noqa: E402
 from annotated_transformer.attention import subsequent_mask  # noqa: E402
-from annotated_transformer.training import Batch, LabelSmoothing  # noqa: E402
+from annotated_transformer.training import Batch, FusedLabelSmoothing  # noqa: E402
 from annotated_transformer.run import autocast_context, train_step  # noqa: E402  (the runner's step: precision, scaler)
 
 PRESETS = {
@@ -160,7 +160,7 @@ def make_variant(name: str, c: dict, device: str, fused: bool):
     if ours:   # the library's own step, as `run.train` takes it: a CPU batch counted, checked and moved, then train_step
         for m in model.modules():
             if hasattr(m, "check_ids"): m.check_ids = False          # the loop checks ids on the CPU instead
-        crit = LabelSmoothing(c["vocab"], 0, 0.1)
+        crit = FusedLabelSmoothing(c["vocab"], 0, 0.1)
         src_cpu, tgt_cpu = src.cpu(), tgt.cpu()
         train_model = torch.compile(model) if "compile" in name.split("-") else model
 
