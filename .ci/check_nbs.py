@@ -5,9 +5,13 @@
 3. every link to this project's GitHub repository (Colab badges, install cells, the README) uses the
    repository URL of `pyproject.toml`, the one place where it is set;
 4. every file of the package that is not Python (the in-browser pages' `web/*.js`, `web.css`) is package data in
-   `pyproject.toml`, so that the wheel ships it.
+   `pyproject.toml`, so that the wheel ships it;
+5. every cell that draws a figure (calls `plt.show()` outside a function) has a stored image, unless it is a GPU,
+   slow or skipped cell: the website shows stored outputs, and a notebook executed with a non-interactive matplotlib
+   backend (e.g. `MPLBACKEND=Agg` in the environment) stores none.
 
 Prints one line per problem and exits 1 if there is any."""
+import ast
 import json
 import re
 import sys
@@ -18,6 +22,18 @@ root = Path(__file__).resolve().parent.parent
 nbs = sorted(p for p in (root / "nbs").glob("*.ipynb") if not p.name.startswith("_"))
 problems = []
 
+def draws_figure(src: str) -> bool:
+    "Whether the cell calls `plt.show()` outside a function definition (magics and shell lines ignored)."
+    code = "\n".join("" if line.lstrip().startswith(("%", "!")) else line for line in src.splitlines())
+    try: tree = ast.parse(code)
+    except SyntaxError: return False
+    def walk(node, in_def=False):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda)): in_def = True
+        if (not in_def and isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "show"
+                and isinstance(node.func.value, ast.Name) and node.func.value.id == "plt"): return True
+        return any(walk(child, in_def) for child in ast.iter_child_nodes(node))
+    return walk(tree)
+
 for p in nbs:
     for i, cell in enumerate(json.loads(p.read_text(encoding="utf-8"))["cells"]):
         for out in cell.get("outputs", []):
@@ -26,6 +42,12 @@ for p in nbs:
                 problems.append(f"{p.name}: cell {i} has a stored error output; re-run the notebook")
             if "#LNone" in text:
                 problems.append(f"{p.name}: cell {i} links to #LNone (a stale show_doc output); re-run the notebook")
+        src = "".join(cell.get("source", []))
+        if (cell["cell_type"] == "code" and draws_figure(src)
+                and not re.search(r"^#\|\s*(cuda|slow|notest|eval:\s*false)", src, re.M)
+                and not any("image/png" in out.get("data", {}) for out in cell.get("outputs", []))):
+            problems.append(f"{p.name}: cell {i} draws a figure but stores no image; re-run the notebook without "
+                            f"MPLBACKEND=Agg (or the figure's data was missing)")
 
 sidebar = set(re.findall(r"([\w.-]+\.ipynb)", (root / "nbs" / "_quarto.yml").read_text(encoding="utf-8")))
 for p in nbs:

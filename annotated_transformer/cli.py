@@ -67,6 +67,10 @@ def average(checkpoints: list[str | Path], out: str | Path) -> dict:
     if any(p.resolve() == out.resolve() for p in paths):
         raise UsageError(f"--out {out} is one of the checkpoints being averaged; write the average to a new folder.")
     check_new_folder(out)
+    from annotated_transformer.checkpoint import resolve_checkpoint
+    from annotated_transformer.sharding import consolidate, is_sharded_checkpoint   # imported only when needed
+    for p in map(resolve_checkpoint, paths):   # train --shard keeps older checkpoints as shards: write their weights
+        if is_sharded_checkpoint(p) and not (p / "model.safetensors").is_file(): consolidate(p)
     try: state = average_checkpoints(paths)
     except ValueError as e: raise UsageError(str(e)) from None
     steps = [load_config(p).get("step") for p in paths]
@@ -131,6 +135,8 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--checkpoint-activations", action="store_true",
                    help="recompute each layer's activations in the backward pass (less memory, more time)")
     r.add_argument("--compile", action="store_true", help="torch.compile the model (prints the compile time)")
+    r.add_argument("--shard", action="store_true", help="under torchrun: each process keeps 1/P of the weights, "
+                   "gradients and Adam state (FSDP) and writes its part of each checkpoint (chapter 8, part 2)")
     r.add_argument("--keep-checkpoints", type=int, metavar="K",
                    help="checkpoints kept in OUT/step-N: the newest whole, older ones as weights for average (default: 1)")
     e = sub.add_parser("eval", help="evaluate a checkpoint; prints one JSON line")

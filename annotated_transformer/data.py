@@ -403,9 +403,9 @@ RESULT_FILES = {
     "transformer_xl_steps-amd-epyc-2cores.json":
         "917851ddefc67bf9dfe6d77c7b153b23ab919714e17e34dffac512f1bdb17b5b",
     "copy_recipes-amd-epyc-2cores-embed-xavier.json":
-        "ff7b86401ee6ac6935a8561ccb93b78ef208782e932a4f7a76fe93a8899859cf",
+        "8b7943f822d171abd3442600a8370a4007c2a82a602d00f7a1e6b69c19a780e6",
     "copy_recipes-amd-epyc-2cores.json":
-        "d9e7fff9f8eb1dbcc1d227bbca029c65ba3b010b3a7d6314b480ab1f09100198",
+        "c8aabc77284db8d506325587cb27dc28e663d249b6968522081fbbb816491264",
     "precision_curves-amd-epyc-2cores.json":
         "21393283fa083328016bf959941ae31cddb7f4b212b6ebfa5a20de444eb29b1a",
     "train_throughput-amd-epyc-2cores.json":

@@ -13,7 +13,7 @@ import torch
 from torch import nn, Tensor
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from .training import Batch, batch_loss, task_batch_loss
+from .training import Batch, task_batch_loss
 
 # %% auto #0
 __all__ = ['amp_train_step', 'PRECISION_CURVES', 'precision_curves_run']
@@ -30,7 +30,8 @@ def amp_train_step(model: nn.Module, batches: list[Batch], criterion: nn.Module,
         last = i == len(batches) - 1
         with nullcontext() if last or not isinstance(model, DDP) else model.no_sync():   # DDP: no all-reduce yet
             with torch.autocast(b.src.device.type, dtype=dtype, enabled=dtype is not None):   # products in dtype
-                loss = task_batch_loss(model, b, criterion)   # batch_loss through a DDP wrapper; fp32
+                loss = task_batch_loss(model, b, criterion)         # summed over the target tokens, in fp32; the
+                # generator is read from inside a DDP wrapper
             scaled = loss / total
             (scaled if scaler is None else scaler.scale(scaled)).backward()   # times S: small gradients survive
         loss_sum = loss_sum + loss.detach()

@@ -38,6 +38,8 @@ from .checkpoint import (CheckpointError, load_model, load_config, save_model,
     is_regular_file, is_real_dir, UNIT_PREFIX)
 from .tasks import TASKS, make_task, task_from_checkpoint
 from .data import DataError
+from .sharding import (join_process_group, shard_model, gathered, save_sharded, load_sharded,
+    is_sharded_checkpoint, consolidate)
 from .pretrained import pretrained_dir, resolve_model
 from . import translation, classification, language_model, wmt14   # register their tasks  # noqa: F401
 
@@ -80,6 +82,7 @@ class TrainConfig:
     checkpoint_activations: bool = False   # recompute each layer's activations in the backward pass
     keep_checkpoints: int | None = None   # checkpoints kept in `out` (default 1): the newest whole, older ones as weights
     compile: bool = False              # torch.compile the model (the first step includes the compile time)
+    shard: bool = False                # FSDP under torchrun, sharded checkpoints (chapter 8, part 2)
 
 TASK_SETTINGS = ("preset", "data_dir", "batch_size", "max_tokens", "lr_factor", "warmup", "dropout", "label_smoothing",
                  "max_steps", "eval_every", "target_bleu", "target")
@@ -156,6 +159,7 @@ def micro_step(model: nn.Module, batch: Batch, criterion: nn.Module, total: int,
                scaler: torch.amp.GradScaler | None = None, sync: bool = True) -> Tensor:
     """Forward and backward on one micro-batch whose loss counts `1 / total` of the step's; returns the detached
     summed loss, on the device. `sync=False` skips DDP's gradient all-reduce (`no_sync`)."""
+    if hasattr(model, "set_requires_gradient_sync"): model.set_requires_gradient_sync(sync)   # FSDP: likewise
     ctx = model.no_sync() if not sync and hasattr(model, "no_sync") else nullcontext()
     with ctx:                                            # DDP: all-reduce the gradients once, after the last one
         with autocast_context(batch.src.device.type, precision):
@@ -244,7 +248,7 @@ def init_distributed(device: torch.device) -> tuple[int, int, torch.device]:
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         torch.cuda.set_device(device)
     if not dist.is_initialized():
-        dist.init_process_group("nccl" if device.type == "cuda" else "gloo", init_method="env://")
+        join_process_group("nccl" if device.type == "cuda" else "gloo")   # restart-safe (chapter 8, part 2)
     return dist.get_rank(), dist.get_world_size(), device
 
 def agree(flag: bool, device: torch.device) -> bool:
@@ -396,6 +400,8 @@ def train(cfg: TrainConfig | None = None, **options) -> dict:
     Returns a summary: task, steps, seconds, metrics, whether the target was reached, the run folder."""
     cfg = TrainConfig(**{**(asdict(cfg) if cfg is not None else {}), **options})
     where = Path(cfg.out or f"runs/{cfg.task or 'copy'}")
+    if int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0 and run_recipe(where) is not None:
+        cfg.resume, cfg.overwrite = True, False   # torchrun restarted the group: continue the run, never replace it
     saved = run_recipe(where) if cfg.resume else None
     if saved is not None:                      # the saved run's recipe, unless given again
         cfg.task = cfg.task or saved.get("task")
@@ -457,6 +463,8 @@ def _train(cfg: TrainConfig, task, device: torch.device, out: Path, rank: int, w
     model = task.build_model().to(device)
     for m in model.modules():   # the encoder and decoder stacks (one stack in chapters 10-11's models)
         if hasattr(m, "checkpoint_activations"): m.checkpoint_activations = cfg.checkpoint_activations
+    sharded = cfg.shard and world > 1
+    if sharded: shard_model(model, cfg.precision, device)    # in place: each process keeps 1/P of every tensor
     opt, sched = noam_optimizer(model, model.config["d_model"], task.lr_factor, task.warmup)
     scaler = torch.amp.GradScaler(device.type) if cfg.precision == "fp16" else None
     shards = task.shards_data
@@ -469,8 +477,14 @@ def _train(cfg: TrainConfig, task, device: torch.device, out: Path, rank: int, w
         if saved.get("task") != task.name or saved["model"] != model.config:
             raise UsageError(f"{out} holds a {saved.get('task')!r} model with {saved['model']}; it cannot resume "
                              f"task {task.name!r} ({model.config}). Use another --out.")
-        model.load_state_dict(load_model(folder).state_dict())
-        saved_state = load_training_state(folder, opt, sched, gens, scaler=scaler)
+        if is_sharded_checkpoint(folder):                 # written by --shard, at any number of processes
+            saved_state = load_sharded(folder, model, opt, sched)
+            for k, g in gens.items(): g.set_state(torch.tensor(saved_state["generators"][k], dtype=torch.uint8))
+        elif sharded:
+            raise UsageError(f"{folder} was saved without --shard; resume it without --shard.")
+        else:
+            model.load_state_dict(load_model(folder).state_dict())
+            saved_state = load_training_state(folder, opt, sched, gens, scaler=scaler)
         if saved_state.get("step") != saved.get("step"):
             raise CheckpointError(f"{folder}: the model (step {saved.get('step')}) and the training state (step "
                                   f"{saved_state.get('step')}) come from different saves.")
@@ -483,7 +497,7 @@ def _train(cfg: TrainConfig, task, device: torch.device, out: Path, rank: int, w
     if rank == 0 and cfg.resume:   # the recipe as resumed (a longer max_steps), once it is known to fit the run
         _trim_metrics(out / "metrics.jsonl", state.step)
         _write_recipe(out, _resolved(cfg, task))
-    train_model = DDP(model) if world > 1 else model   # DDP: same start (broadcast), gradients averaged
+    train_model = model if sharded or world == 1 else DDP(model)   # DDP: same start (broadcast), gradients averaged
     if cfg.compile: train_model = torch.compile(train_model)
     crit = task.criterion().to(device)
     src_vocab, tgt_vocab = model.config["src_vocab"], model.config["tgt_vocab"]
@@ -501,7 +515,13 @@ def _train(cfg: TrainConfig, task, device: torch.device, out: Path, rank: int, w
                                                      "seconds": elapsed(), "metrics": m}, gens, scaler=scaler)
             for name in task.side_files:              # regular files only: a symlink or FIFO is not the run's
                 if is_regular_file(out / name): shutil.copyfile(out / name, folder / name)
-        if rank == 0: save_checkpoint_unit(out, state.step, write, keep=cfg.keep_checkpoints)
+        if cfg.shard:                                  # every process writes its own shard
+            counters = {"step": state.step, "counters": asdict(state), "seconds": elapsed(), "metrics": m,
+                        "generators": {k: g.get_state().tolist() for k, g in gens.items()}}
+            save_sharded(out, state.step, model, opt, sched, counters, keep=cfg.keep_checkpoints,
+                         config={"task": task.name, "step": state.step, "metrics": m, "train": asdict(cfg)},
+                         files=[out / n for n in task.side_files if is_regular_file(out / n)])
+        elif rank == 0: save_checkpoint_unit(out, state.step, write, keep=cfg.keep_checkpoints)
         saved_step = state.step                       # once the unit is on disk (a second signal may stop the save)
 
     shape = ", ".join(f"{k}={model.config[k]}" for k in ("N", "d_model", "h", "d_ff", "dropout"))
@@ -546,13 +566,13 @@ def _train(cfg: TrainConfig, task, device: torch.device, out: Path, rank: int, w
                 if (world == 1 or log_now) and agree(stop.signum is not None, device):   # all processes stop together
                     raise KeyboardInterrupt
                 if state.step % eval_every == 0 or state.step == max_steps:
-                    metrics = task.evaluate(model, gens["eval"], device)
+                    with gathered(model) if sharded else nullcontext(): metrics = task.evaluate(model, gens["eval"], device)
                     log(f"step {state.step}: {task.describe(metrics)}")
                     if rank == 0: _log_line(metrics_file, {"step": state.step, task.metric: metrics[task.metric],
                                                            "eval": metrics, "elapsed_s": round(elapsed(), 3)})
                     metrics_step = state.step
                     if task.reached(metrics):                      # a second, independent set confirms
-                        metrics = task.evaluate(model, gens["check"], device)
+                        with gathered(model) if sharded else nullcontext(): metrics = task.evaluate(model, gens["check"], device)
                         reached = task.reached(metrics)
                     save(metrics)
                     if agree(reached, device): break               # every process stops at the same step
@@ -566,11 +586,15 @@ def _train(cfg: TrainConfig, task, device: torch.device, out: Path, rank: int, w
             if stop.forced: raise Interrupted(_newest_step(out), out, stop.signum or signal.SIGINT, saved=False)
             raise Interrupted(state.step, out, stop.signum or signal.SIGINT)
     if state.step == start_step:    # nothing to train (max_steps reached already, or 0): measure and save anyway
-        metrics = task.evaluate(model, gens["check"], device)
+        with gathered(model) if sharded else nullcontext(): metrics = task.evaluate(model, gens["check"], device)
         reached = task.reached(metrics)
         save(metrics)
+    if cfg.shard:   # the newest checkpoint as model.safetensors too, for eval, translate, average, load_pretrained
+        if rank == 0: consolidate(out)
+        if world > 1: dist.barrier()
     if os.environ.get(PARAM_DIGEST_ENV):
-        Path(os.environ[PARAM_DIGEST_ENV], f"rank{rank}.sha256").write_text(param_digest(model) + "\n")
+        digest = param_digest(load_model(out) if sharded else model)   # sharded: the weights all ranks saved
+        Path(os.environ[PARAM_DIGEST_ENV], f"rank{rank}.sha256").write_text(digest + "\n")
     verdict = ("target reached" if reached else "target NOT reached" if getattr(task, "has_target", True)
                else "no target set")
     return {"task": task.name, "steps": state.step, "seconds": elapsed(), "reached": reached, "metrics": metrics,
