@@ -107,11 +107,11 @@ class MultiHeadedAttention(nn.Module):
         if self.keep_weights: self.attn = weights.detach()        # for looking at: no graph kept alive
         return self.w_o(x.transpose(1, 2).reshape(b, t_q, self.d_model))   # concatenate the heads, then W^O
 
-# %% ../nbs/03_attention.ipynb #6521cb42
+# %% ../nbs/07_decoding.ipynb #2ee9d826
 def _mha_forward(self, query: Tensor, key: Tensor, value: Tensor, mask: Tensor | None = None,
                  cache=None, is_causal: bool = False) -> Tensor:
-    """`MultiHeadedAttention.forward`, with chapter 7's `cache`: the keys and values of earlier decoding steps, which
-    `cache.update` extends or reuses. Without a cache it computes what the chapter's version computes."""
+    """`MultiHeadedAttention.forward` with a `cache` of the keys and values of earlier decoding steps, which
+    `cache.update` extends or reuses."""
     b, t_q, _ = query.shape
     q = self.heads(self.w_q(query))                                            # (b, h, t_q, d_k)
     project = lambda: (self.heads(self.w_k(key)), self.heads(self.w_v(value)))   # (b, h, t_k, d_k) each

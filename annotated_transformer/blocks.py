@@ -12,13 +12,11 @@ import copy
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
-from torch.utils.checkpoint import checkpoint
 
 from .attention import MultiHeadedAttention
 
 # %% auto #0
-__all__ = ['clones', 'LayerNorm', 'layer_norm_reference', 'SublayerConnection', 'PositionwiseFeedForward', 'EncoderLayer',
-           'Encoder', 'DecoderLayer', 'Decoder']
+__all__ = ['clones', 'LayerNorm', 'layer_norm_reference', 'SublayerConnection', 'PositionwiseFeedForward', 'EncoderLayer', 'Encoder', 'DecoderLayer', 'Decoder']
 
 # %% ../nbs/04_blocks.ipynb #536764c8
 def clones(module: nn.Module, n: int) -> nn.ModuleList:
@@ -131,12 +129,7 @@ class Decoder(nn.Module):
             x = layer(x, memory, src_mask, tgt_mask)
         return self.norm(x)
 
-# %% ../nbs/04_blocks.ipynb #2f4a0185
-# The library's `forward` of the four classes above: the same computation, plus what later chapters need. `cache`
-# (chapter 7): one dict per layer, `{"self": KVCache, "src": MemoryCache}`, holding the keys and values of earlier
-# decoding steps; `is_causal=True` with no mask (chapters 6 and 11): the causal mask without building it (see
-# `MultiHeadedAttention`); `checkpoint_activations` (chapter 8; `make_model` sets it): recompute each layer in the
-# backward pass. With the defaults each computes what the chapter's version computes (tested in the notebook).
+# %% ../nbs/07_decoding.ipynb #d688d5a2
 def _encoder_layer_forward(self, x: Tensor, mask: Tensor | None, cache: dict | None = None,
                            is_causal: bool = False) -> Tensor:
     "`EncoderLayer.forward`; with `is_causal=True` and `cache` it is a decoder-only model's layer (chapter 11)."
@@ -148,12 +141,7 @@ def _encoder_forward(self, x: Tensor, mask: Tensor | None, cache: list[dict] | N
                      is_causal: bool = False) -> Tensor:
     "`Encoder.forward`; `cache`: one dict per layer, or None."
     for i, layer in enumerate(self.layers):
-        if cache is not None:
-            x = layer(x, mask, cache[i], is_causal)
-        elif self.checkpoint_activations and self.training and torch.is_grad_enabled():
-            x = checkpoint(layer, x, mask, None, is_causal, use_reentrant=False)
-        else:
-            x = layer(x, mask, is_causal=is_causal)
+        x = layer(x, mask, None if cache is None else cache[i], is_causal)
     return self.norm(x)
 
 def _decoder_layer_forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
@@ -170,6 +158,32 @@ def _decoder_forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None, t
                      cache: list[dict] | None = None, is_causal: bool = False) -> Tensor:
     "`Decoder.forward`; `cache`: one dict per layer (see `DecoderLayer`), or None."
     for i, layer in enumerate(self.layers):
+        x = layer(x, memory, src_mask, tgt_mask, None if cache is None else cache[i], is_causal)
+    return self.norm(x)
+
+EncoderLayer.forward, Encoder.forward = _encoder_layer_forward, _encoder_forward
+DecoderLayer.forward, Decoder.forward = _decoder_layer_forward, _decoder_forward
+
+# %% ../nbs/08_going_big.ipynb #a23fadb2
+from torch.utils.checkpoint import checkpoint
+
+# %% ../nbs/08_going_big.ipynb #e2b30692
+def _encoder_forward(self, x: Tensor, mask: Tensor | None, cache: list[dict] | None = None,
+                     is_causal: bool = False) -> Tensor:
+    "`Encoder.forward`; `cache`: one dict per layer, or None; checkpoints each layer if `checkpoint_activations`."
+    for i, layer in enumerate(self.layers):
+        if cache is not None:
+            x = layer(x, mask, cache[i], is_causal)
+        elif self.checkpoint_activations and self.training and torch.is_grad_enabled():
+            x = checkpoint(layer, x, mask, None, is_causal, use_reentrant=False)   # keeps only the layer's input
+        else:
+            x = layer(x, mask, is_causal=is_causal)
+    return self.norm(x)
+
+def _decoder_forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
+                     cache: list[dict] | None = None, is_causal: bool = False) -> Tensor:
+    "`Decoder.forward`; `cache`: one dict per layer, or None; checkpoints each layer if `checkpoint_activations`."
+    for i, layer in enumerate(self.layers):
         if cache is not None:
             x = layer(x, memory, src_mask, tgt_mask, cache=cache[i], is_causal=is_causal)
         elif self.checkpoint_activations and self.training and torch.is_grad_enabled():
@@ -178,6 +192,5 @@ def _decoder_forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None, t
             x = layer(x, memory, src_mask, tgt_mask, is_causal=is_causal)
     return self.norm(x)
 
-EncoderLayer.forward, Encoder.forward = _encoder_layer_forward, _encoder_forward
-DecoderLayer.forward, Decoder.forward = _decoder_layer_forward, _decoder_forward
-Encoder.checkpoint_activations = Decoder.checkpoint_activations = False   # a model's stacks may switch it on
+Encoder.forward, Decoder.forward = _encoder_forward, _decoder_forward
+Encoder.checkpoint_activations = Decoder.checkpoint_activations = False   # make_model may switch it on

@@ -18,7 +18,7 @@ from .attention import MultiHeadedAttention
 from .blocks import (PositionwiseFeedForward, EncoderLayer, Encoder, DecoderLayer, Decoder)
 
 # %% auto #0
-__all__ = ['InputEmbedding', 'Generator', 'EncoderDecoder', 'init_weights', 'make_model', 'count_parameters', 'model_from_config', 'empty_cache', 'select_cache_rows', 'cached_length', 'Classifier', 'make_classifier', 'LanguageModel', 'make_language_model']
+__all__ = ['InputEmbedding', 'Generator', 'EncoderDecoder', 'init_weights', 'make_model', 'count_parameters', 'model_from_config', 'cached_length', 'empty_cache', 'select_cache_rows', 'Classifier', 'make_classifier', 'LanguageModel', 'make_language_model']
 
 # %% ../nbs/05_model.ipynb #9abd3a06
 class InputEmbedding(nn.Module):
@@ -131,47 +131,44 @@ def model_from_config(config: dict) -> nn.Module:
         return make_language_model(cfg.pop("src_vocab"), **cfg)
     raise ValueError(f"unknown model kind {kind!r}; this version builds encoder_decoder, classifier and language_model.")
 
-# %% ../nbs/05_model.ipynb #cd9403e3
-from .kvcache import KVCache, MemoryCache
-
-# %% ../nbs/05_model.ipynb #0e25602a
-# The library's versions of the methods above (chapter 7's cache, the training step's `is_causal`, chapter 8's
-# half precision): the same computation when called as the chapter calls them (tested in the notebook).
-def _generator_forward(self, x: Tensor) -> Tensor:
-    "`Generator.forward`, normalising in at least float32 also under bf16/fp16 autocast (chapter 8)."
-    logits = self.proj(x)                                 # (batch, seq, vocab)
-    # CPU autocast would keep bf16: a sum over tens of thousands of exponentials needs the precision; float64 stays
-    return logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(dim=-1)
-
+# %% ../nbs/07_decoding.ipynb #8b4c6784
 def _input_embedding_forward(self, x: Tensor, start: int = 0) -> Tensor:
     "`InputEmbedding.forward`; `start`: position of `x[:, 0]` (non-zero only when decoding with a cache)."
     return self.position(self.embed(x), start)  # (batch, seq, d_model)
 
 def _encoder_decoder_forward(self, src: Tensor, tgt: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
                              is_causal: bool = False) -> Tensor:
-    """`EncoderDecoder.forward`; `is_causal=True` with `tgt_mask=None` applies the causal mask without building it
-    (the fast path for right-padded targets)."""
+    "`EncoderDecoder.forward`; `is_causal=True` with `tgt_mask=None` applies the causal mask without building it."
     return self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask, is_causal=is_causal)
 
 def _decode(self, memory: Tensor, src_mask: Tensor | None, tgt: Tensor, tgt_mask: Tensor | None,
             cache: list[dict] | None = None, is_causal: bool = False) -> Tensor:
-    """`EncoderDecoder.decode`. With a `cache` (from `new_cache`), `tgt` holds only the new tokens: positions continue
-    after the cached ones and earlier keys/values are reused (chapter 7)."""
-    start = cached_length(cache)
-    return self.decoder(self.tgt_embed(tgt, start), memory, src_mask, tgt_mask, cache, is_causal)
+    """`EncoderDecoder.decode`. With a `cache`, `tgt` holds only the new tokens: positions continue after the cached
+    ones and earlier keys/values are reused."""
+    return self.decoder(self.tgt_embed(tgt, cached_length(cache)), memory, src_mask, tgt_mask, cache, is_causal)
 
+def cached_length(cache: list[dict] | None) -> int:
+    "How many target positions a decoder cache already holds (0 for None or an empty cache)."
+    return len(cache[0]["self"]) if cache else 0
+
+InputEmbedding.forward = _input_embedding_forward
+EncoderDecoder.forward, EncoderDecoder.decode = _encoder_decoder_forward, _decode
+
+# %% ../nbs/07_decoding.ipynb #8f090e4f
+from . import kvcache
+
+# %% ../nbs/07_decoding.ipynb #12b9b4af
 def _new_cache(self, capacity: int = 0, static: bool = True) -> list[dict]:
-    """An empty key/value cache for `decode`, one dict per decoder layer: `{"self": KVCache, "src": MemoryCache}`
-    (chapter 7). `static`: self-attention keys and values are written in place into a buffer preallocated for
-    `capacity` positions (it doubles when full), instead of being concatenated at every step."""
+    """An empty key/value cache for `decode`, one dict per decoder layer: `{"self": KVCache, "src": MemoryCache}`.
+    `static`: self-attention keys and values are written in place into a buffer preallocated for `capacity`
+    positions (it doubles when full), instead of being concatenated at every step (appendix 9b)."""
     return empty_cache(len(self.decoder.layers), capacity, static)
 
-InputEmbedding.forward, Generator.forward = _input_embedding_forward, _generator_forward
-EncoderDecoder.forward, EncoderDecoder.decode, EncoderDecoder.new_cache = _encoder_decoder_forward, _decode, _new_cache
+EncoderDecoder.new_cache = _new_cache
 
 def empty_cache(n_layers: int, capacity: int = 0, static: bool = True) -> list[dict]:
     "An empty key/value cache for `n_layers` layers (see `EncoderDecoder.new_cache`)."
-    return [{"self": KVCache(capacity, static), "src": MemoryCache()} for _ in range(n_layers)]
+    return [{"self": kvcache.KVCache(capacity, static), "src": kvcache.MemoryCache()} for _ in range(n_layers)]
 
 def select_cache_rows(cache: list[dict], rows: Tensor) -> None:
     """Keep only the batch rows `rows` (1-d indices, in their order) of every key/value tensor of a cache, in place:
@@ -179,9 +176,13 @@ def select_cache_rows(cache: list[dict], rows: Tensor) -> None:
     for layer in cache:
         for part in layer.values(): part.select_rows(rows)
 
-def cached_length(cache: list[dict] | None) -> int:
-    "How many target positions a decoder cache already holds (0 for None or an empty cache)."
-    return len(cache[0]["self"]) if cache else 0
+# %% ../nbs/08_going_big.ipynb #e57deef0
+def _generator_forward(self, x: Tensor) -> Tensor:
+    "`Generator.forward`, normalising in at least float32 also under bf16/fp16 autocast."
+    logits = self.proj(x)                                 # (batch, seq, vocab)
+    return logits.to(torch.promote_types(logits.dtype, torch.float32)).log_softmax(dim=-1)   # float64 stays
+
+Generator.forward = _generator_forward
 
 # %% ../nbs/10_classification.ipynb #eb45c499
 class Classifier(nn.Module):

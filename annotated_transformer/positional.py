@@ -13,8 +13,7 @@ import torch
 from torch import nn, Tensor
 
 # %% auto #0
-__all__ = ['position_angles', 'sinusoid_table', 'PositionalEncoding', 'LearnedPositionalEmbedding', 'apply_rotary',
-           'RotaryEmbedding']
+__all__ = ['position_angles', 'sinusoid_table', 'PositionalEncoding', 'LearnedPositionalEmbedding', 'apply_rotary', 'RotaryEmbedding']
 
 # %% ../nbs/02_positional_encoding.ipynb #d47cc32e
 def position_angles(positions: Tensor, dim: int) -> Tensor:
@@ -107,7 +106,7 @@ class RotaryEmbedding(nn.Module):
         rows = slice(start, start + x.size(-2))
         return _rotate_pairs(x, self.cos[rows].to(x.dtype), self.sin[rows].to(x.dtype))
 
-# %% ../nbs/02_positional_encoding.ipynb #a1966712
+# %% ../nbs/07_decoding.ipynb #786ef1f1
 def _sinusoid_forward(self, x: Tensor, start: int = 0) -> Tensor:
     "`PositionalEncoding.forward`: `x` `(batch, seq, d_model)` -> same shape; `x[:, j]` gets position `start + j`."
     _check_length(x.size(1), start, self.max_len)
