@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import shutil
 import statistics
 import time
 from pathlib import Path
@@ -19,6 +20,8 @@ from annotated_transformer.data import load_corpus
 from annotated_transformer.language_model import CharVocab
 from annotated_transformer.training import noam_optimizer
 
+
+RESULTS = Path(__file__).parent / "results"
 
 def shakespeare(data_dir: str | None):
     "tiny-shakespeare as (vocabulary, training ids, validation ids), chapter 11's split."
@@ -117,3 +120,18 @@ def load_average() -> float:
 def cpu_estimate(step_seconds: float, steps: int, runs: int) -> float:
     "Hours of one core for `runs` runs of `steps` steps at `step_seconds` each."
     return round(step_seconds * steps * runs / 3600, 2)
+
+
+def open_results(name: str, a, **header) -> tuple[Results, Path]:
+    """The results file and work folder of experiment `name` for the parsed arguments `a` (`--out`, `--tag`,
+    `--dry-run`, `--resume`): `bench/results/<name>-<tag>-<machine>.json` (a dry run writes under runs/ and starts
+    afresh), the work folder `runs/<name>-<tag>`; `header` adds entries to the file's top level."""
+    from copy_task import machine, slug
+    m = machine()
+    out = Path(a.out) if a.out else (Path("runs") if a.dry_run else RESULTS) / f"{name}-{a.tag}-{slug(m, 'cpu')}.json"
+    work = Path("runs") / f"{name}-{a.tag}"
+    if a.dry_run:
+        out.unlink(missing_ok=True); shutil.rmtree(work, ignore_errors=True)
+    settings = {k: v for k, v in vars(a).items() if k not in ("data_dir", "out", "resume", "dry_run")}
+    return Results(out, {"machine": m, "torch": torch.__version__, "threads": 1, "settings": settings, **header},
+                   a.resume or a.dry_run, work), work

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import shutil
 import sys
 from pathlib import Path
 
@@ -50,10 +49,8 @@ from annotated_transformer.data import PAD, SPECIAL_TOKENS, load_tokenizer, pad_
 from annotated_transformer.model import count_parameters
 
 sys.path.insert(0, str(Path(__file__).parent))
-from copy_task import machine, slug   # noqa: E402
 import charlm   # noqa: E402
 
-RESULTS = Path(__file__).parent / "results"
 
 
 def prepare(a, work: Path) -> ImdbTask:
@@ -213,14 +210,7 @@ def main() -> None:
         a.mlm_steps, a.ft_steps, a.sizes, a.seeds, a.batch, a.max_len, a.vocab_size, a.val_size = 6, 4, [20, 500], [0, 1], 8, 32, 300, 40
         a.layers, a.d_model, a.heads, a.eval_every, a.save_every, a.mlm_warmup, a.ft_warmup, a.tag = 2, 32, 2, 3, 2, 2, 2, "dry-run"
     torch.set_num_threads(1)
-    m = machine()
-    out = Path(a.out) if a.out else (Path("runs") if a.dry_run else RESULTS) / f"imdb_mlm-{a.tag}-{slug(m, 'cpu')}.json"
-    work = Path("runs") / f"imdb_mlm-{a.tag}"
-    if a.dry_run:
-        out.unlink(missing_ok=True); shutil.rmtree(work, ignore_errors=True)
-    settings = {k: v for k, v in vars(a).items() if k not in ("data_dir", "out", "resume", "dry_run")}
-    res = charlm.Results(out, {"machine": m, "torch": torch.__version__, "threads": 1, "settings": settings},
-                         a.resume or a.dry_run, work)
+    res, work = charlm.open_results("imdb_mlm", a)
     task = prepare(a, work)
     encoder = pretrain(task, a, work, res)
     for seed in a.seeds:                              # every cell of one seed before the next seed
@@ -230,7 +220,7 @@ def main() -> None:
                 if res.done(key): continue
                 res.put(key, finetune(task, size, arm, seed, encoder, a, work))
                 summarise(res)
-    print(f"wrote {out}")
+    print(f"wrote {res.path}")
     pre = res["pretraining"]
     print(f"masked LM: {pre['val_mlm_loss']:.3f} nats after {pre['steps']} steps; unigram {pre['unigram_level']:.3f}")
     for row in res["summary"]:

@@ -29,7 +29,6 @@ run, "summary" each row's mean and standard deviation over the seeds finished so
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
 
@@ -42,10 +41,8 @@ from annotated_transformer.training import noam_optimizer
 from annotated_transformer.modern import make_modern_lm
 
 sys.path.insert(0, str(Path(__file__).parent))
-from copy_task import machine, slug   # noqa: E402
 import charlm   # noqa: E402
 
-RESULTS = Path(__file__).parent / "results"
 
 # each row adds one change to the row before it (the keyword arguments of make_modern_lm)
 ROWS = [("pre-norm decoder (LayerNorm, sinusoids, ReLU, biases)", dict(norm="layer", positional="sinusoidal", ffn="relu", bias=True)),
@@ -143,14 +140,7 @@ def main():
         a.speed_rounds, a.speed_steps, a.tag, a.save_every, a.warmup = 1, 1, "dry-run", 2, 2
     torch.set_num_threads(1)
     vocab, train, val = charlm.shakespeare(a.data_dir)
-    m = machine()
-    out = Path(a.out) if a.out else (Path("runs") if a.dry_run else RESULTS) / f"modern_ablation-{a.tag}-{slug(m, 'cpu')}.json"
-    work = Path("runs") / f"modern_ablation-{a.tag}"
-    if a.dry_run:
-        out.unlink(missing_ok=True); shutil.rmtree(work, ignore_errors=True)
-    settings = {k: v for k, v in vars(a).items() if k not in ("data_dir", "out", "resume", "dry_run")}
-    res = charlm.Results(out, {"machine": m, "torch": torch.__version__, "threads": 1, "settings": settings,
-                               "sinusoid_embeddings": "scaled", "rotary_embeddings": "scaled"}, a.resume or a.dry_run, work)
+    res, work = charlm.open_results("modern_ablation", a, sinusoid_embeddings="scaled", rotary_embeddings="scaled")
     if "speed" not in res.data:
         res.put("speed", speed(len(vocab), train, a), top=True); res.put("speed_load", charlm.load_average(), top=True)
         print("speed", res["speed"], flush=True)
@@ -171,7 +161,7 @@ def main():
                       "seconds_per_step": r["seconds_per_step"], "load": charlm.load_average(), "curve": r["curve"]})
         summarise(res, a, len(vocab))
         print(key, res["runs"][key]["val_nats_per_char"], flush=True)
-    print(f"wrote {out}")
+    print(f"wrote {res.path}")
     for r in res["summary"]:
         v = r["val_nats_per_char"]
         print(f"{r['change']:55s} {r['parameters']:>9,d} params {r.get('tokens_per_second', 0):>7,d} tok/s "

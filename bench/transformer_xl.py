@@ -37,7 +37,6 @@ at or below 1.6 nats/char, whichever comes first with `--steps`. Writes
 from __future__ import annotations
 
 import argparse
-import shutil
 import sys
 from pathlib import Path
 
@@ -49,10 +48,8 @@ from annotated_transformer.model import make_language_model, count_parameters
 from annotated_transformer.transformer_xl import make_transformer_xl, stream_segments, stream_loss
 
 sys.path.insert(0, str(Path(__file__).parent))
-from copy_task import machine, slug   # noqa: E402
 import charlm   # noqa: E402
 
-RESULTS = Path(__file__).parent / "results"
 KINDS = ("ch11_random", "xl_nomem_random", "xl_nomem_contig", "xl_mem")
 
 
@@ -156,21 +153,14 @@ def main() -> None:
     torch.set_num_threads(1)
     vocab, train, val = charlm.shakespeare(a.data_dir)
     if a.dry_run: val = val[:4000]
-    m = machine()
-    out = Path(a.out) if a.out else (Path("runs") if a.dry_run else RESULTS) / f"transformer_xl-{a.tag}-{slug(m, 'cpu')}.json"
-    work = Path("runs") / f"transformer_xl-{a.tag}"
-    if a.dry_run:
-        out.unlink(missing_ok=True); shutil.rmtree(work, ignore_errors=True)
-    settings = {k: v for k, v in vars(a).items() if k not in ("data_dir", "out", "resume", "dry_run")}
-    res = charlm.Results(out, {"machine": m, "torch": torch.__version__, "threads": 1, "settings": settings},
-                         a.resume or a.dry_run, work)
+    res, work = charlm.open_results("transformer_xl", a)
     for seed in a.seeds:                                  # every model of one seed before the next seed
         for kind in a.kinds:
             key = f"{kind} | seed {seed}"
             if res.done(key): continue
             res.put(key, run_one(kind, seed, len(vocab), train, val, a, work))
             summarise(res)
-    print(f"wrote {out}")
+    print(f"wrote {res.path}")
     for kind, row in res["summary"].items():
         print(f"{kind:16s}", "  ".join(f"mem {k}: {v['mean']:.4f} ± {v['sd']:.4f}" for k, v in row["val_by_mem"].items()))
 
