@@ -22,6 +22,37 @@ from annotated_transformer.training import noam_optimizer
 
 
 RESULTS = Path(__file__).parent / "results"
+DEVICE = torch.device("cpu")       # where models and batches live; `use_device` changes it (`--device`)
+
+
+def use_device(name: str) -> torch.device:
+    "Set `DEVICE` from `--device` (`auto`: the GPU where there is one); on a GPU, float32 matrix products use TF32."
+    global DEVICE
+    DEVICE = torch.device("cuda" if name == "auto" and torch.cuda.is_available() else "cpu" if name == "auto" else name)
+    if DEVICE.type == "cuda": torch.set_float32_matmul_precision("high")
+    return DEVICE
+
+
+def add_common_args(p) -> None:
+    "The arguments every experiment script takes besides its design: where it runs and how many runs at once."
+    p.add_argument("--device", default="cpu", help="cpu, cuda or auto (the GPU where there is one)")
+    p.add_argument("--jobs", type=int, default=1, help="runs at once, each in its own process (a GPU has room for several)")
+
+
+def pool(jobs: int, fn: Callable, items: list, init: Callable | None = None, initargs: tuple = ()):
+    """Yield `(item, fn(*item))` for each tuple of `items` as it finishes, `jobs` at a time, each in a worker process
+    (spawned, so that each opens its own CUDA context; `init(*initargs)` runs once per worker first). `jobs` 1: here,
+    in order."""
+    if jobs <= 1 or len(items) <= 1:
+        if init: init(*initargs)
+        for item in items: yield item, fn(*item)
+        return
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    with ProcessPoolExecutor(min(jobs, len(items)), mp_context=multiprocessing.get_context("spawn"),
+                             initializer=init, initargs=initargs) as ex:
+        futures = {ex.submit(fn, *item): item for item in items}
+        for f in as_completed(futures): yield futures[f], f.result()
 
 def shakespeare(data_dir: str | None):
     "tiny-shakespeare as (vocabulary, training ids, validation ids), chapter 11's split."
@@ -103,13 +134,14 @@ def train(model: torch.nn.Module, loss_fn: Callable, steps: int, *, d_model: int
 def interleaved_step_times(steps: dict[str, Callable[[], None]], rounds: int = 5, per_round: int = 3) -> dict:
     """Median seconds of one call of each `steps[name]()`, measured in interleaved rounds (each round runs every
     entry `per_round` times, one after the other), so that a change of load on the machine touches all alike."""
+    sync = torch.cuda.synchronize if DEVICE.type == "cuda" else (lambda: None)   # a GPU runs behind the host
     for f in steps.values(): f()                                           # warm up
     times = {k: [] for k in steps}
     for _ in range(rounds):
         for k, f in steps.items():
-            t0 = time.perf_counter()
+            sync(); t0 = time.perf_counter()
             for _ in range(per_round): f()
-            times[k].append((time.perf_counter() - t0) / per_round)
+            sync(); times[k].append((time.perf_counter() - t0) / per_round)
     return {k: round(statistics.median(v), 4) for k, v in times.items()}
 
 
@@ -124,14 +156,17 @@ def cpu_estimate(step_seconds: float, steps: int, runs: int) -> float:
 
 def open_results(name: str, a, **header) -> tuple[Results, Path]:
     """The results file and work folder of experiment `name` for the parsed arguments `a` (`--out`, `--tag`,
-    `--dry-run`, `--resume`): `bench/results/<name>-<tag>-<machine>.json` (a dry run writes under runs/ and starts
-    afresh), the work folder `runs/<name>-<tag>`; `header` adds entries to the file's top level."""
+    `--dry-run`, `--resume`, `--device`): `bench/results/<name>-<tag>-<machine>.json` (the GPU's name on a GPU; a dry
+    run writes under runs/ and starts afresh), the work folder `runs/<name>-<tag>`; `header` adds entries to the
+    file's top level."""
     from copy_task import machine, slug
     m = machine()
-    out = Path(a.out) if a.out else (Path("runs") if a.dry_run else RESULTS) / f"{name}-{a.tag}-{slug(m, 'cpu')}.json"
+    use_device(a.device)
+    out = Path(a.out) if a.out else (Path("runs") if a.dry_run else RESULTS) / f"{name}-{a.tag}-{slug(m, DEVICE.type)}.json"
     work = Path("runs") / f"{name}-{a.tag}"
     if a.dry_run:
         out.unlink(missing_ok=True); shutil.rmtree(work, ignore_errors=True)
-    settings = {k: v for k, v in vars(a).items() if k not in ("data_dir", "out", "resume", "dry_run")}
-    return Results(out, {"machine": m, "torch": torch.__version__, "threads": 1, "settings": settings, **header},
+    settings = {k: v for k, v in vars(a).items() if k not in ("data_dir", "out", "resume", "dry_run", "jobs", "speed_only")}
+    return Results(out, {"machine": m, "torch": torch.__version__, "threads": 1, "device": DEVICE.type,
+                         "tf32": DEVICE.type == "cuda", "jobs": a.jobs, "settings": settings, **header},
                    a.resume or a.dry_run, work), work

@@ -19,6 +19,8 @@ goes on from them and from the JSON):
     OMP_NUM_THREADS=1 nice -n 10 python bench/imdb_mlm.py --data-dir /work/shared/data/imdb --tag full \
         --mlm-steps 6000 --ft-steps 600 --sizes 250 1000 5000 25000 --seeds 0 1 2 --resume
     python bench/imdb_mlm.py --data-dir /work/shared/data/imdb --dry-run     # < 1 minute, on made-up reviews
+    # on a GPU: pretraining, then six fine-tuning runs at a time (each its own process)
+    python bench/imdb_mlm.py --data-dir DATA --tag full --device cuda --jobs 6
 
 Cost, from step times measured on the 2-core AMD EPYC VM at a load average of about 10 (CPU seconds of one process,
 32 reviews of up to 256 tokens a step): 1.3 s a masked-LM step, 0.8 s a fine-tuning step, 0.14 s to classify 32
@@ -77,6 +79,7 @@ def mlm_loss_fn(ids: list[list[int]], mask_id: int, n_words: int, a):
     def f(mlm, g, step, state):
         pick = torch.randint(0, len(ids), (a.batch,), generator=g).tolist()
         src, target = mask_tokens(pad_sequences([ids[i] for i in pick]), mask_id, n_words, 0.15, g)
+        src, target = src.to(charlm.DEVICE), target.to(charlm.DEVICE)
         chosen = target != IGNORE
         logits = mlm(src, (src != PAD).unsqueeze(-2), chosen)
         return F.cross_entropy(logits, target[chosen]), None
@@ -91,8 +94,9 @@ def mlm_validation(mlm: MaskedLM, val_ids, mask_id, n_words, unigram_logp: torch
     for s in range(0, len(val_ids), 64):
         src, target = mask_tokens(pad_sequences(val_ids[s:s + 64]), mask_id, n_words, 0.15, g)
         chosen = target != IGNORE
-        logits = mlm(src, (src != PAD).unsqueeze(-2), chosen)
-        total += float(F.cross_entropy(logits, target[chosen], reduction="sum"))
+        d = charlm.DEVICE
+        logits = mlm(src.to(d), (src != PAD).unsqueeze(-2).to(d), chosen.to(d))
+        total += float(F.cross_entropy(logits, target[chosen].to(d), reduction="sum"))
         uni -= float(unigram_logp[target[chosen]].sum()); n += int(chosen.sum())
     mlm.train()
     return total / n, uni / n
@@ -113,25 +117,30 @@ def pretrain(task: ImdbTask, a, work: Path, res: charlm.Results) -> Path:
     mask_id, n_words = add_mask_token(tok), tok.get_vocab_size(with_added_tokens=False)
     ids, val_ids = task.train_set[0], task.val_set[0]
     torch.manual_seed(a.mlm_seed)
-    mlm = MaskedLM(task.build_model(), bias=True)
+    mlm = MaskedLM(task.build_model(), bias=True).to(charlm.DEVICE)
     logp = unigram(ids, tok.get_vocab_size())
     f, curve = mlm_loss_fn(ids, mask_id, n_words, a), []
     from annotated_transformer.training import noam_optimizer
     opt_sched = noam_optimizer(mlm, a.d_model, a.lr_factor, a.mlm_warmup)
+    seconds, stopped = 0.0, "steps"
     for stop in list(range(a.eval_every, a.mlm_steps, a.eval_every)) + [a.mlm_steps]:
         r = charlm.train(mlm, f, stop, d_model=a.d_model, lr_factor=a.lr_factor, warmup=a.mlm_warmup, seed=a.mlm_seed,
                          ckpt=work / "mlm.pt", save_every=a.save_every, log_every=max(1, a.eval_every // 2),
                          name="masked LM", opt_and_sched=opt_sched)
+        seconds = r["train_seconds"]
         loss, level = mlm_validation(mlm, val_ids, mask_id, n_words, logp)
         curve.append({"step": stop, "val_mlm_loss": round(loss, 4)})
         print(f"masked LM step {stop}: validation {loss:.4f} nats, unigram {level:.4f}", flush=True)
+        if level - loss >= a.below: stopped = "below"
+        elif a.mlm_minutes and seconds >= 60 * a.mlm_minutes and stop < a.mlm_steps: stopped = "minutes"
         res.put("pretraining", {"steps": stop, "val_mlm_loss": round(loss, 4), "unigram_level": round(level, 4),
                                 "below_unigram": round(level - loss, 4), "target_below": a.below, "curve": curve,
                                 "train_curve": r["curve"], "train_seconds": r["train_seconds"],
                                 "seconds_per_step": r["seconds_per_step"], "load": charlm.load_average(),
                                 "mask": "<mask>", "output_bias": True, "parameters": count_parameters(mlm),
-                                "train_reviews": len(ids), "val_reviews": len(val_ids)}, top=True)
-        if level - loss >= a.below: break
+                                "train_reviews": len(ids), "val_reviews": len(val_ids), "stopped_by": stopped},
+                top=True)
+        if stopped != "steps": break
     torch.save(mlm.classifier.state_dict(), final)
     return final
 
@@ -139,9 +148,10 @@ def pretrain(task: ImdbTask, a, work: Path, res: charlm.Results) -> Path:
 def finetune_loss_fn(ids, labels, a):
     def f(model, g, step, state):
         pick = torch.randint(0, len(ids), (a.batch,), generator=g).tolist()
-        src = pad_sequences([ids[i] for i in pick])
+        src = pad_sequences([ids[i] for i in pick]).to(charlm.DEVICE)
         out = model(src, (src != PAD).unsqueeze(-2))                    # (batch, 2) log-probabilities
-        return F.cross_entropy(out, torch.tensor([labels[i] for i in pick]), label_smoothing=0.1), None
+        y = torch.tensor([labels[i] for i in pick], device=charlm.DEVICE)
+        return F.cross_entropy(out, y, label_smoothing=0.1), None
     return f
 
 
@@ -150,9 +160,9 @@ def finetune(task: ImdbTask, size: int, arm: str, seed: int, encoder: Path | Non
     keep = np.random.default_rng(seed).permutation(len(ids))[:size]
     sub_ids, sub_labels = [ids[i] for i in keep], [labels[i] for i in keep]
     torch.manual_seed(seed)
-    model = task.build_model()
+    model = task.build_model().to(charlm.DEVICE)
     if arm == "pretrained":
-        state = torch.load(encoder, weights_only=True)
+        state = torch.load(encoder, weights_only=True, map_location=charlm.DEVICE)
         missing, unexpected = model.load_state_dict({k: v for k, v in state.items() if not k.startswith("head.")}, strict=False)
         assert not unexpected and all(k.startswith("head.") for k in missing), (missing, unexpected)   # all but the head
     r = charlm.train(model, finetune_loss_fn(sub_ids, sub_labels, a), a.ft_steps, d_model=a.d_model,
@@ -165,6 +175,20 @@ def finetune(task: ImdbTask, size: int, arm: str, seed: int, encoder: Path | Non
     return {"size": len(sub_ids), "asked": size, "arm": arm, "seed": seed, "accuracy": round(acc, 4),
             "val_reviews": len(val_ids), "steps": a.ft_steps, "train_seconds": r["train_seconds"],
             "seconds_per_step": r["seconds_per_step"], "load": charlm.load_average(), "train_curve": r["curve"]}
+
+
+_TASK = {}
+
+
+def init_worker(a, work: Path) -> None:
+    "Once per process that fine-tunes: one thread, the device, the reviews encoded with the saved tokenizer."
+    torch.set_num_threads(1)
+    charlm.use_device(a.device)
+    _TASK["task"] = prepare(a, work)
+
+
+def finetune_job(size: int, arm: str, seed: int, encoder: Path, a, work: Path) -> dict:
+    return finetune(_TASK["task"], size, arm, seed, encoder, a, work)
 
 
 def summarise(res: charlm.Results) -> None:
@@ -203,7 +227,10 @@ def main() -> None:
     p.add_argument("--tag", default="full")
     p.add_argument("--resume", action="store_true")
     p.add_argument("--dry-run", action="store_true", help="made-up reviews, a tiny model, end to end (< 1 minute)")
+    p.add_argument("--mlm-minutes", type=float, default=None,
+                   help="stop pretraining at the first evaluation after this many minutes of training")
     p.add_argument("--out")
+    charlm.add_common_args(p)
     a = p.parse_args()
     if a.dry_run:
         a.data_dir = str(write_fake_imdb(Path("runs") / "imdb_mlm-dry-run-data", n_train=240, n_test=20))
@@ -213,13 +240,13 @@ def main() -> None:
     res, work = charlm.open_results("imdb_mlm", a)
     task = prepare(a, work)
     encoder = pretrain(task, a, work, res)
-    for seed in a.seeds:                              # every cell of one seed before the next seed
-        for size in a.sizes:
-            for arm in ("pretrained", "scratch"):
-                key = f"{size} | {arm} | seed {seed}"
-                if res.done(key): continue
-                res.put(key, finetune(task, size, arm, seed, encoder, a, work))
-                summarise(res)
+    todo = [(size, arm, seed, encoder, a, work) for seed in a.seeds for size in a.sizes   # every cell of a seed first
+            for arm in ("pretrained", "scratch") if not res.done(f"{size} | {arm} | seed {seed}")]
+    if a.jobs > 1: init, initargs = init_worker, (a, work)    # each worker process encodes the reviews itself
+    else: _TASK["task"], init, initargs = task, None, ()
+    for (size, arm, seed, *_), r in charlm.pool(a.jobs, finetune_job, todo, init, initargs):
+        res.put(f"{size} | {arm} | seed {seed}", r)
+        summarise(res)
     print(f"wrote {res.path}")
     pre = res["pretraining"]
     print(f"masked LM: {pre['val_mlm_loss']:.3f} nats after {pre['steps']} steps; unigram {pre['unigram_level']:.3f}")

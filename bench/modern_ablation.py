@@ -17,6 +17,9 @@ Launch (--resume goes on from the checkpoints under runs/modern_ablation-<tag>/ 
     OMP_NUM_THREADS=1 nice -n 10 python bench/modern_ablation.py --data-dir /work/shared/data/tinyshakespeare \
         --tag full --steps 1500 --seeds 0 1 2 --resume
     python bench/modern_ablation.py --data-dir /work/shared/data/tinyshakespeare --dry-run   # < 1 minute, end to end
+    # on a GPU: the speed alone first, then five runs at a time (each its own process)
+    python bench/modern_ablation.py --data-dir DATA --tag full --device cuda --speed-only
+    python bench/modern_ablation.py --data-dir DATA --tag full --device cuda --jobs 5 --resume
 
 Cost, from step times measured on the 2-core AMD EPYC VM at a load average of 8 to 12 (CPU seconds of one process,
 batch 16): chapter 11's size 0.18 to 0.22 s a step (the six rows), so `--tag full` is 18 runs x 1,500 steps, about
@@ -65,13 +68,14 @@ def configs(heads: int) -> list[tuple[str, dict]]:
 
 def build(kw: dict, vocab: int, a, seed: int) -> torch.nn.Module:
     torch.manual_seed(seed)
-    return make_modern_lm(vocab, N=a.layers, d_model=a.d_model, h=a.heads, context=a.context, dropout=0.0, **kw)
+    return make_modern_lm(vocab, N=a.layers, d_model=a.d_model, h=a.heads, context=a.context, dropout=0.0,
+                          **kw).to(charlm.DEVICE)
 
 
 def kv_bytes_per_token(model) -> int:
     "Keys and values kept per generated token, all layers, float32: measured on a cache after a forward pass."
     cache, t = model.new_cache(static=False), 8
-    with torch.no_grad(): model(torch.zeros(1, t, dtype=torch.long), cache)
+    with torch.no_grad(): model(torch.zeros(1, t, dtype=torch.long, device=next(model.parameters()).device), cache)
     return sum(getattr(c["self"], kv).numel() * getattr(c["self"], kv).element_size() for c in cache for kv in "kv") // t
 
 
@@ -96,6 +100,30 @@ def speed(vocab: int, train, a) -> dict:
         steps[name] = step
     sec = charlm.interleaved_step_times(steps, a.speed_rounds, a.speed_steps)
     return {name: {"seconds_per_step": s, "tokens_per_second": round(a.batch * a.context / s)} for name, s in sec.items()}
+
+
+_DATA = {}
+
+
+def init_worker(a) -> None:
+    "Once per process that trains: one thread, the device, the text as ids on that device."
+    torch.set_num_threads(1)
+    charlm.use_device(a.device)
+    vocab, train, val = charlm.shakespeare(a.data_dir)
+    _DATA.update(vocab=len(vocab), train=train.to(charlm.DEVICE), val=val.to(charlm.DEVICE))
+
+
+def run_job(i: int, name: str, kw: dict, seed: int, a, work: Path) -> dict:
+    "Train row `i` at `seed`; its validation loss and sizes."
+    model, train, val = build(kw, _DATA["vocab"], a, seed), _DATA["train"], _DATA["val"]
+    r = charlm.train(model, window_loss(train, a), a.steps, d_model=a.d_model, lr_factor=a.lr_factor,
+                     warmup=a.warmup, seed=seed, ckpt=work / f"seed{seed}-row{i}.pt",
+                     save_every=a.save_every, log_every=max(1, a.steps // 6), name=f"{name} s{seed}")
+    val_loss, chars = corpus_loss(model, val, a.context, a.val_windows)
+    return {"change": name, "seed": seed, "config": kw, "parameters": count_parameters(model),
+            "val_nats_per_char": round(val_loss, 4), "val_chars": chars,
+            "kv_cache_bytes_per_token": kv_bytes_per_token(model), "train_seconds": r["train_seconds"],
+            "seconds_per_step": r["seconds_per_step"], "load": charlm.load_average(), "curve": r["curve"]}
 
 
 def summarise(res: charlm.Results, a, vocab: int) -> None:
@@ -134,33 +162,30 @@ def main():
     p.add_argument("--resume", action="store_true")
     p.add_argument("--dry-run", action="store_true", help="a tiny run end to end, written under runs/ (< 1 minute)")
     p.add_argument("--out")
+    p.add_argument("--speed-only", action="store_true", help="measure the rows' speed (alone on the machine), then stop")
+    charlm.add_common_args(p)
     a = p.parse_args()
     if a.dry_run:
         a.steps, a.seeds, a.layers, a.d_model, a.context, a.batch, a.val_windows = 4, [0, 1], 1, 32, 32, 4, 8
         a.speed_rounds, a.speed_steps, a.tag, a.save_every, a.warmup = 1, 1, "dry-run", 2, 2
     torch.set_num_threads(1)
-    vocab, train, val = charlm.shakespeare(a.data_dir)
     res, work = charlm.open_results("modern_ablation", a, sinusoid_embeddings="scaled", rotary_embeddings="scaled")
     if "speed" not in res.data:
-        res.put("speed", speed(len(vocab), train, a), top=True); res.put("speed_load", charlm.load_average(), top=True)
+        vocab, train, _ = charlm.shakespeare(a.data_dir)
+        res.put("speed", speed(len(vocab), train.to(charlm.DEVICE), a), top=True)
+        res.put("speed_load", charlm.load_average(), top=True)
         print("speed", res["speed"], flush=True)
+    if a.speed_only: return
     rows = list(enumerate(configs(a.heads)))
     order = ([(seed, row) for row in rows for seed in a.seeds] if a.order == "rows" else    # every seed of a row first
              [(seed, row) for seed in a.seeds for row in rows])                             # every row of a seed first
-    for seed, (i, (name, kw)) in order:
+    todo = [(i, name, kw, seed, a, work) for seed, (i, (name, kw)) in order if not res.done(f"{name} | seed {seed}")]
+    n_vocab = len(charlm.shakespeare(a.data_dir)[0])
+    for (i, name, kw, seed, *_), r in charlm.pool(a.jobs, run_job, todo, init_worker, (a,)):
         key = f"{name} | seed {seed}"
-        if res.done(key): continue
-        model = build(kw, len(vocab), a, seed)
-        r = charlm.train(model, window_loss(train, a), a.steps, d_model=a.d_model, lr_factor=a.lr_factor,
-                         warmup=a.warmup, seed=seed, ckpt=work / f"seed{seed}-row{i}.pt",
-                         save_every=a.save_every, log_every=max(1, a.steps // 6), name=f"{name} s{seed}")
-        val_loss, chars = corpus_loss(model, val, a.context, a.val_windows)
-        res.put(key, {"change": name, "seed": seed, "config": kw, "parameters": count_parameters(model),
-                      "val_nats_per_char": round(val_loss, 4), "val_chars": chars,
-                      "kv_cache_bytes_per_token": kv_bytes_per_token(model), "train_seconds": r["train_seconds"],
-                      "seconds_per_step": r["seconds_per_step"], "load": charlm.load_average(), "curve": r["curve"]})
-        summarise(res, a, len(vocab))
-        print(key, res["runs"][key]["val_nats_per_char"], flush=True)
+        res.put(key, r)
+        summarise(res, a, n_vocab)
+        print(key, r["val_nats_per_char"], flush=True)
     print(f"wrote {res.path}")
     for r in res["summary"]:
         v = r["val_nats_per_char"]

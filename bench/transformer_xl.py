@@ -22,6 +22,8 @@ Launch (checkpoints under runs/transformer_xl-<tag>/; --resume goes on from them
     OMP_NUM_THREADS=1 nice -n 10 python bench/transformer_xl.py --data-dir /work/shared/data/tinyshakespeare \
         --tag small --layers 2 --d-model 64 --context 64 --steps 2000 --batch 16 --seeds 0 1 2 --resume
     python bench/transformer_xl.py --data-dir /work/shared/data/tinyshakespeare --dry-run    # < 1 minute
+    # on a GPU: the full size, six runs at a time (each its own process)
+    python bench/transformer_xl.py --data-dir DATA --tag full --device cuda --jobs 6
 
 Cost, from step times measured on the 2-core AMD EPYC VM at a load average of about 8 (CPU seconds of one process):
 at the full size and batch 32, 0.38 s a step for chapter 11's model, 0.50 and 0.48 for the two no-memory models and
@@ -56,8 +58,8 @@ KINDS = ("ch11_random", "xl_nomem_random", "xl_nomem_contig", "xl_mem")
 def build(kind: str, vocab: int, a, seed: int) -> torch.nn.Module:
     torch.manual_seed(seed)
     shape = dict(N=a.layers, d_model=a.d_model, d_ff=4 * a.d_model, h=a.heads, dropout=0.0, context=a.context)
-    if kind == "ch11_random": return make_language_model(vocab, **shape)
-    return make_transformer_xl(vocab, **shape, mem_len=a.context if kind == "xl_mem" else 0)
+    if kind == "ch11_random": return make_language_model(vocab, **shape).to(charlm.DEVICE)
+    return make_transformer_xl(vocab, **shape, mem_len=a.context if kind == "xl_mem" else 0).to(charlm.DEVICE)
 
 
 def loss_fn(kind: str, train: torch.Tensor, a):
@@ -113,6 +115,22 @@ def run_one(kind: str, seed: int, vocab: int, train, val, a, work: Path) -> dict
             "load": charlm.load_average(), "train_curve": r["curve"], "val_curve": curve, "val_by_mem": by_mem}
 
 
+_DATA = {}
+
+
+def init_worker(a) -> None:
+    "Once per process that trains: one thread, the device, the text as ids on that device."
+    torch.set_num_threads(1)
+    charlm.use_device(a.device)
+    vocab, train, val = charlm.shakespeare(a.data_dir)
+    if a.dry_run: val = val[:4000]
+    _DATA.update(vocab=len(vocab), train=train.to(charlm.DEVICE), val=val.to(charlm.DEVICE))
+
+
+def run_job(kind: str, seed: int, a, work: Path) -> dict:
+    return run_one(kind, seed, _DATA["vocab"], _DATA["train"], _DATA["val"], a, work)
+
+
 def summarise(res: charlm.Results) -> None:
     table = {}
     for kind in KINDS:
@@ -146,20 +164,18 @@ def main() -> None:
     p.add_argument("--resume", action="store_true")
     p.add_argument("--dry-run", action="store_true", help="a tiny run end to end, written under runs/ (< 1 minute)")
     p.add_argument("--out")
+    charlm.add_common_args(p)
     a = p.parse_args()
     if a.dry_run:
         a.steps, a.seeds, a.layers, a.d_model, a.context, a.batch, a.tag = 6, [0, 1], 1, 32, 16, 4, "dry-run"
         a.save_every, a.warmup, a.eval_mems, a.target, a.eval_every, a.eval_windows = 2, 2, [0, 16, 32], 9.9, 3, 4
     torch.set_num_threads(1)
-    vocab, train, val = charlm.shakespeare(a.data_dir)
-    if a.dry_run: val = val[:4000]
     res, work = charlm.open_results("transformer_xl", a)
-    for seed in a.seeds:                                  # every model of one seed before the next seed
-        for kind in a.kinds:
-            key = f"{kind} | seed {seed}"
-            if res.done(key): continue
-            res.put(key, run_one(kind, seed, len(vocab), train, val, a, work))
-            summarise(res)
+    todo = [(kind, seed, a, work) for seed in a.seeds for kind in a.kinds       # every model of one seed first
+            if not res.done(f"{kind} | seed {seed}")]
+    for (kind, seed, *_), r in charlm.pool(a.jobs, run_job, todo, init_worker, (a,)):
+        res.put(f"{kind} | seed {seed}", r)
+        summarise(res)
     print(f"wrote {res.path}")
     for kind, row in res["summary"].items():
         print(f"{kind:16s}", "  ".join(f"mem {k}: {v['mean']:.4f} ± {v['sd']:.4f}" for k, v in row["val_by_mem"].items()))
