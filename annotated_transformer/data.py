@@ -374,6 +374,12 @@ def write_synthetic_multi30k(folder: str | os.PathLike, n_train: int = 400, n_ev
 # %% ../nbs/9e_data_plumbing.ipynb #0ac2a699
 #: the stored results that the chapters show (`bench/results/` of the repository), pinned by sha256
 RESULT_FILES = {
+    "imdb_mlm-gpu-nvidia-h100-80gb-hbm3.json":
+        "9161acb91e85bc318317f6476caf985ec733f238846deddaf45e881cf807d6da",
+    "transformer_xl-gpu-nvidia-h100-80gb-hbm3.json":
+        "cb307c02555c1716d2672dda6cb51cfe2c2b723463ad31b695ee732dfa746492",
+    "modern_ablation-gpu-nvidia-h100-80gb-hbm3.json":
+        "1c5a627426f71331dc05057f68a19af8d0b15c73266b8d6bb71bd326d9a3ff06",
     "modern_ablation-small-amd-epyc-2cores.json": "200531431a92ff1cfe4ab0e40ce466552c0344edc7b2cd661c7df499b1ed9ba1",
     "transformer_xl-small-amd-epyc-2cores.json": "083deafa62f09297d367aa6952a00705f7a47a09ba5e43f9ac4fd73b44a6cc2d",
     "modern_ablation-amd-epyc-2cores.json":
