@@ -6,7 +6,6 @@ Not part of the library. Also: tiny-shakespeare as a character vocabulary and tw
 from __future__ import annotations
 
 import json
-import math
 import os
 import shutil
 import statistics

@@ -41,7 +41,6 @@ steps), "runs" (size | arm | seed) and "summary" (accuracy mean and standard dev
 from __future__ import annotations
 
 import argparse
-import math
 import sys
 from pathlib import Path
 
@@ -51,7 +50,7 @@ import torch.nn.functional as F
 
 from annotated_transformer.bert import IGNORE, MaskedLM, add_mask_token, mask_tokens
 from annotated_transformer.classification import ImdbTask, classify_ids, write_fake_imdb
-from annotated_transformer.data import PAD, SPECIAL_TOKENS, load_tokenizer, pad_sequences
+from annotated_transformer.data import PAD, load_tokenizer, pad_sequences
 from annotated_transformer.model import count_parameters
 
 sys.path.insert(0, str(Path(__file__).parent))

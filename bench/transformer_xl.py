@@ -94,7 +94,7 @@ def evaluate(kind: str, model, val: torch.Tensor, a, windows: int | None = None,
 def run_one(kind: str, seed: int, vocab: int, train, val, a, work: Path) -> dict:
     model = build(kind, vocab, a, seed)
     f, ckpt, curve, done = loss_fn(kind, train, a), work / f"{kind}-seed{seed}.pt", [], 0
-    opt_sched, state, seconds, step_sec = None, None, 0.0, []
+    seconds, step_sec = 0.0, []
     from annotated_transformer.training import noam_optimizer
     opt_sched = noam_optimizer(model, a.d_model, a.lr_factor, a.warmup)
     stops = list(range(a.eval_every, a.steps, a.eval_every)) + [a.steps] if a.target else [a.steps]
