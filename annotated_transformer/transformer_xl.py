@@ -1,4 +1,4 @@
-"""Segment-level recurrence and relative positional attention (Dai et al., 2019) on the character model: the previous segment's states as extra keys and values, the relative shift, and what the memory buys at the same compute.
+"""Segment-level recurrence and relative positional attention (Dai et al., 2019) on the character model: the previous segment's states as extra keys and values, the relative shift, and what the memory and the relative positions each buy at equal steps.
 
 Docs: https://annotated-transformer.github.io/annotated-transformer/transformer_xl.html.md"""
 
