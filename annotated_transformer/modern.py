@@ -16,7 +16,7 @@ import torch.nn.functional as F
 from torch import nn, Tensor
 
 from .embeddings import Embeddings
-from .positional import RotaryEmbedding, PositionalEncoding, LearnedPositionalEmbedding
+from .positional import PositionalEncoding, LearnedPositionalEmbedding
 from .attention import MultiHeadedAttention
 from .blocks import LayerNorm, PositionwiseFeedForward, EncoderLayer, Encoder
 from .model import InputEmbedding
@@ -65,14 +65,25 @@ def rope_frequencies(dim: int, theta: float = 10000.0, scaling: dict | None = No
     blend = ((L * w / (2 * math.pi) - lo) / (hi - lo)).clamp(0, 1)   # 0: wavelength > L / lo, 1: wavelength < L / hi
     return (1 - blend) * w / s + blend * w
 
-class Rotary(RotaryEmbedding):
-    """Chapter 2's `RotaryEmbedding` for width `dim`, with angles pos * w_i for positions < `max_len`, w_i the
-    `rope_frequencies` of base `theta` and `scaling`."""
+class Rotary(nn.Module):
+    """Rotary positions for heads of width `dim`: `forward(x, start)` rotates the feature pairs (2i, 2i+1) of row j of
+    `x` `(..., t, dim)` by (start + j) * w_i, w_i the `rope_frequencies` of base `theta` and `scaling`; start + t <= `max_len`."""
     def __init__(self, dim: int, max_len: int = 5000, theta: float = 10000.0, scaling: dict | None = None):
-        super().__init__(dim, max_len)
+        super().__init__()
+        if dim % 2: raise ValueError(f"rotary positions rotate pairs of features: dim must be even, got {dim}.")
+        self.max_len, self.theta, self.scaling = max_len, theta, scaling
         angle = torch.arange(max_len, dtype=torch.float64)[:, None] * rope_frequencies(dim, theta, scaling)   # (max_len, dim/2)
-        self.cos.copy_(angle.cos()); self.sin.copy_(angle.sin())
-        self.theta, self.scaling = theta, scaling
+        self.register_buffer("cos", angle.cos().float(), persistent=False)     # computed once, moved by .to(), never saved
+        self.register_buffer("sin", angle.sin().float(), persistent=False)
+
+    def forward(self, x: Tensor, start: int = 0) -> Tensor:
+        t = x.size(-2)
+        if start + t > self.max_len:
+            raise ValueError(f"positions reach {start + t}, beyond this Rotary's max_len={self.max_len}; build it with a "
+                             f"larger max_len (make_modern_lm's context) or pass fewer tokens.")
+        cos, sin = (c[start:start + t].to(x.dtype) for c in (self.cos, self.sin))   # (t, dim/2)
+        x1, x2 = x[..., 0::2], x[..., 1::2]                                         # the pairs: (..., t, dim/2) each
+        return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), -1).flatten(-2)   # pairs back in place
 
 class NoPosition(nn.Module):
     "The embeddings' position module when positions enter through attention: dropout only."
@@ -182,7 +193,7 @@ def make_modern_lm(vocab: int, N: int = 4, d_model: int = 128, h: int = 4, n_kv_
 # %% ../nbs/16_modern.ipynb #12c7f814
 def rotate_half_to_pairs(w: Tensor, heads: int) -> Tensor:
     """The rows `(heads * d_k, ...)` of a query or key projection in Hugging Face's RoPE layout (feature i rotates
-    with i + d_k/2) reordered, head by head, into chapter 2's (feature 2i with 2i+1): rows 0, d_k/2, 1, d_k/2+1, ..."""
+    with i + d_k/2) reordered, head by head, into `Rotary`'s (feature 2i with 2i+1): rows 0, d_k/2, 1, d_k/2+1, ..."""
     d_k = w.size(0) // heads
     perm = torch.arange(d_k).view(2, d_k // 2).t().reshape(-1)      # 0, d_k/2, 1, d_k/2 + 1, ...
     return w.reshape(heads, d_k, *w.shape[1:])[:, perm].reshape(w.shape)
