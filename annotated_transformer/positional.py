@@ -13,7 +13,7 @@ import torch
 from torch import nn, Tensor
 
 # %% auto #0
-__all__ = ['position_angles', 'sinusoid_table', 'PositionalEncoding', 'LearnedPositionalEmbedding', 'apply_rotary', 'RotaryEmbedding']
+__all__ = ['position_angles', 'sinusoid_table', 'PositionalEncoding', 'LearnedPositionalEmbedding']
 
 # %% ../nbs/02_positional_encoding.ipynb #d47cc32e
 def position_angles(positions: Tensor, dim: int) -> Tensor:
@@ -65,46 +65,6 @@ class LearnedPositionalEmbedding(nn.Module):
         _check_length(x.size(1), 0, self.max_len)
         idx = torch.arange(x.size(1), device=x.device)                 # (seq,)
         return self.dropout(x + self.pos(idx)[None])                   # (1, seq, d_model) broadcasts over batch
-
-# %% ../nbs/02_positional_encoding.ipynb #8a689c7d
-def _rotate_pairs(x: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    "Rotate the feature pairs `(2i, 2i+1)` of `x` `(..., seq, dim)` by angles given as `cos`, `sin` `(seq, dim/2)`."
-    x1, x2 = x[..., 0::2], x[..., 1::2]                                              # (..., seq, dim/2) each
-    return torch.stack((x1 * cos - x2 * sin, x1 * sin + x2 * cos), dim=-1).flatten(-2)   # pairs back in place: (..., seq, dim)
-
-def _check_rotary_width(dim: int) -> None:
-    if dim % 2: raise ValueError(f"rotary embeddings rotate pairs of features: the last dimension must be even, got {dim}.")
-
-def apply_rotary(x: Tensor, positions: Tensor) -> Tensor:
-    """Rotary position embedding (Su et al., 2021) of queries or keys `x` `(..., seq, dim)` at integer `positions`
-    `(seq,)`: features `(2i, 2i+1)` of row j are rotated by `positions[j] * w_i`, with `sinusoid_table`'s frequencies,
-    so that q_m . k_n depends on the positions only through n - m. Angles in float64 on the CPU."""
-    _check_rotary_width(x.size(-1))
-    if positions.shape != (x.size(-2),):
-        raise ValueError(f"positions must hold one position per row of x, shape ({x.size(-2)},), got "
-                         f"{tuple(positions.shape)}; rows are the second-to-last dimension of x.")
-    angle = position_angles(positions.detach().cpu(), x.size(-1))                    # (seq, dim/2) float64, on the CPU
-    cos, sin = (f(angle).to(x.dtype).to(x.device) for f in (torch.cos, torch.sin))
-    return _rotate_pairs(x, cos, sin)
-
-# %% ../nbs/02_positional_encoding.ipynb #94b20b54
-class RotaryEmbedding(nn.Module):
-    """Rotary position embedding with the cosines and sines computed once for `max_len` positions of width `dim` (one
-    head's `d_k`): `forward(x, start=0)` rotates `x` `(..., seq, dim)` for positions `start .. start+seq-1`."""
-    def __init__(self, dim: int, max_len: int = 5000):
-        super().__init__()
-        _check_rotary_width(dim)
-        self.max_len = max_len
-        angle = position_angles(torch.arange(max_len), dim)                          # (max_len, dim/2) float64
-        # buffers, like the sinusoid table: moved with .to(device), never trained, not saved
-        self.register_buffer("cos", angle.cos().float(), persistent=False)
-        self.register_buffer("sin", angle.sin().float(), persistent=False)
-
-    def forward(self, x: Tensor, start: int = 0) -> Tensor:
-        "`x` `(..., seq, dim)` -> same shape; row `j` is rotated for position `start + j`."
-        _check_length(x.size(-2), start, self.max_len)
-        rows = slice(start, start + x.size(-2))
-        return _rotate_pairs(x, self.cos[rows].to(x.dtype), self.sin[rows].to(x.dtype))
 
 # %% ../nbs/07_decoding.ipynb #786ef1f1
 def _sinusoid_forward(self, x: Tensor, start: int = 0) -> Tensor:
