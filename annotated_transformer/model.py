@@ -18,7 +18,7 @@ from .attention import MultiHeadedAttention
 from .blocks import (PositionwiseFeedForward, EncoderLayer, Encoder, DecoderLayer, Decoder)
 
 # %% auto #0
-__all__ = ['InputEmbedding', 'Generator', 'EncoderDecoder', 'init_weights', 'make_model', 'count_parameters', 'model_from_config', 'cached_length', 'empty_cache', 'select_cache_rows', 'Classifier', 'make_classifier', 'LanguageModel', 'make_language_model']
+__all__ = ['InputEmbedding', 'Generator', 'EncoderDecoder', 'init_weights', 'make_model', 'count_parameters', 'cached_length', 'empty_cache', 'select_cache_rows', 'Classifier', 'make_classifier', 'LanguageModel', 'make_language_model', 'make_model', 'model_from_config']
 
 # %% ../nbs/05_model.ipynb #9abd3a06
 class InputEmbedding(nn.Module):
@@ -50,7 +50,6 @@ class EncoderDecoder(nn.Module):
         self.encoder, self.decoder = encoder, decoder
         self.src_embed, self.tgt_embed = src_embed, tgt_embed
         self.generator = generator
-        self.config: dict = {}  # make_model's arguments, so that a checkpoint can rebuild the model
 
     def forward(self, src: Tensor, tgt: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None) -> Tensor:
         "Decoder output `(batch, tgt_len, d_model)`; apply `self.generator` for log-probabilities."
@@ -85,12 +84,11 @@ def _position(positional: str, d_model: int, dropout: float, max_len: int | None
 # %% ../nbs/05_model.ipynb #7bf38422
 def make_model(src_vocab: int, tgt_vocab: int, N: int = 6, d_model: int = 512, d_ff: int = 2048, h: int = 8,
                dropout: float = 0.1, *, norm_first: bool = False, tie_embeddings: bool = False,
-               max_len: int | None = None, positional: str = "sinusoidal",
-               checkpoint_activations: bool = False, embed_init: str = "normal") -> EncoderDecoder:
+               max_len: int | None = None, positional: str = "sinusoidal", embed_init: str = "normal") -> EncoderDecoder:
     """The Transformer, by default the paper's base model (post-norm), initialised by `init_weights`.
     `tie_embeddings` shares one matrix among both embeddings and the generator (needs `src_vocab == tgt_vocab`);
     `positional`: `"sinusoidal"` or `"learned"`; `max_len`: the longest sequence (default: the position class's,
-    5000 or 512); `checkpoint_activations`: recompute layers in the backward pass (chapter 8)."""
+    5000 or 512)."""
     if tie_embeddings and src_vocab != tgt_vocab:
         raise ValueError(f"tie_embeddings=True needs one shared vocabulary, got src_vocab={src_vocab} and "
                          f"tgt_vocab={tgt_vocab}; use a joint vocabulary or tie_embeddings=False.")
@@ -106,30 +104,13 @@ def make_model(src_vocab: int, tgt_vocab: int, N: int = 6, d_model: int = 512, d
     init_weights(model, [model.src_embed.embed.lut, model.tgt_embed.embed.lut], d_model, embed_init)
     if tie_embeddings:
         model.tgt_embed.embed.lut.weight = model.generator.proj.weight = model.src_embed.embed.lut.weight
-    model.encoder.checkpoint_activations = model.decoder.checkpoint_activations = checkpoint_activations
-    model.config = dict(src_vocab=src_vocab, tgt_vocab=tgt_vocab, N=N, d_model=d_model, d_ff=d_ff, h=h,
-                        dropout=dropout, norm_first=norm_first, tie_embeddings=tie_embeddings,
-                        max_len=position.max_len, positional=positional,
-                        checkpoint_activations=checkpoint_activations, embed_init=embed_init)
     return model
+
 
 # %% ../nbs/05_model.ipynb #cfb1570a
 def count_parameters(model: nn.Module) -> int:
     "Number of distinct trainable parameters (a tied matrix counts once)."
     return sum(p.numel() for p in model.parameters() if p.requires_grad)
-
-# %% ../nbs/05_model.ipynb #fa6d01e4
-def model_from_config(config: dict) -> nn.Module:
-    """A new model from a `model.config` (what `load_model` rebuilds from `config.json`): an encoder-decoder
-    (`make_model`), a `Classifier` or a `LanguageModel`."""
-    cfg = dict(config)
-    kind = cfg.pop("kind", "encoder_decoder")
-    if kind == "encoder_decoder": return make_model(**cfg)
-    if kind == "classifier": return make_classifier(cfg.pop("src_vocab"), cfg.pop("tgt_vocab"), **cfg)
-    if kind == "language_model":
-        cfg.pop("tgt_vocab", None)
-        return make_language_model(cfg.pop("src_vocab"), **cfg)
-    raise ValueError(f"unknown model kind {kind!r}; this version builds encoder_decoder, classifier and language_model.")
 
 # %% ../nbs/07_decoding.ipynb #8b4c6784
 def _input_embedding_forward(self, x: Tensor, start: int = 0) -> Tensor:
@@ -261,3 +242,39 @@ def make_language_model(vocab: int, N: int = 4, d_model: int = 128, d_ff: int = 
     model.decoder.checkpoint_activations = checkpoint_activations
     model.config = config
     return model
+
+# %% ../nbs/91_tasks.ipynb #c91mk02
+_teaching_make_model = getattr(make_model, "teaching", make_model)   # chapter 5's function
+
+def _make_model(src_vocab: int, tgt_vocab: int, N: int = 6, d_model: int = 512, d_ff: int = 2048, h: int = 8,
+                dropout: float = 0.1, *, norm_first: bool = False, tie_embeddings: bool = False,
+                max_len: int | None = None, positional: str = "sinusoidal",
+                checkpoint_activations: bool = False, embed_init: str = "normal") -> EncoderDecoder:
+    """Chapter 5's `make_model` (the same model, drawn the same way) that records its arguments in `model.config`
+    and sets chapter 8's `checkpoint_activations` on both stacks."""
+    model = _teaching_make_model(src_vocab, tgt_vocab, N, d_model, d_ff, h, dropout, norm_first=norm_first,
+                                 tie_embeddings=tie_embeddings, max_len=max_len, positional=positional,
+                                 embed_init=embed_init)
+    model.encoder.checkpoint_activations = model.decoder.checkpoint_activations = checkpoint_activations
+    model.config = dict(src_vocab=src_vocab, tgt_vocab=tgt_vocab, N=N, d_model=d_model, d_ff=d_ff, h=h,
+                        dropout=dropout, norm_first=norm_first, tie_embeddings=tie_embeddings,
+                        max_len=model.src_embed.position.max_len, positional=positional,
+                        checkpoint_activations=checkpoint_activations, embed_init=embed_init)
+    return model
+
+_make_model.teaching = _teaching_make_model
+make_model = _make_model
+EncoderDecoder.config = {}   # a model built by hand has an empty config; never mutated, builders assign a new dict
+
+# %% ../nbs/91_tasks.ipynb #c91mk04
+def model_from_config(config: dict) -> nn.Module:
+    """A new model from a `model.config` (what `load_model` rebuilds from `config.json`): an encoder-decoder
+    (`make_model`), a `Classifier` or a `LanguageModel`."""
+    cfg = dict(config)
+    kind = cfg.pop("kind", "encoder_decoder")
+    if kind == "encoder_decoder": return make_model(**cfg)
+    if kind == "classifier": return make_classifier(cfg.pop("src_vocab"), cfg.pop("tgt_vocab"), **cfg)
+    if kind == "language_model":
+        cfg.pop("tgt_vocab", None)
+        return make_language_model(cfg.pop("src_vocab"), **cfg)
+    raise ValueError(f"unknown model kind {kind!r}; this version builds encoder_decoder, classifier and language_model.")
