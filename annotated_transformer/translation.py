@@ -57,6 +57,9 @@ class Multi30kSettings:
     max_steps: int | None = None
     eval_every: int | None = None
     eval_size: int | None = None       # validation sentences per evaluation (None: all)
+    higher_is_better: ClassVar[bool] = True
+    shards_data: ClassVar[bool] = True       # one fixed training set: DDP processes split each epoch's batches
+    side_files: ClassVar[tuple[str, ...]] = ("tokenizer.json", "task.json")
 
     def __post_init__(self):
         if self.preset not in MULTI30K_PRESETS:
@@ -109,28 +112,13 @@ class Multi30kSettings:
         self._need()
         return translate(model, self.tokenizer, list(inputs), **options)
 
-# %% ../nbs/09_translation.ipynb #163e672b
-@register_task
-@dataclass
-class Multi30kTask(Multi30kSettings):
-    "German -> English on Multi30k: one BPE vocabulary, tied embeddings, label smoothing, token-budget batches, BLEU."
-    name: ClassVar[str] = "multi30k"
-    metric: ClassVar[str] = "bleu"
-    higher_is_better: ClassVar[bool] = True
-    shards_data: ClassVar[bool] = True       # one fixed training set: DDP processes split each epoch's batches
-    side_files: ClassVar[tuple[str, ...]] = ("tokenizer.json", "task.json")
+    def model_options(self) -> dict:
+        "`make_model`'s arguments besides the vocabulary: the preset's, with `dropout` when it is set."
+        return {**self.model, **({} if self.dropout is None else {"dropout": self.dropout})}
 
-    def build_model(self) -> EncoderDecoder:
-        v = self._need().get_vocab_size()
-        return make_model(v, v, tie_embeddings=True, **{**self.model, **({} if self.dropout is None else {"dropout": self.dropout})})
-
-    def criterion(self) -> FusedLabelSmoothing:
-        return FusedLabelSmoothing(self._need().get_vocab_size(), padding_idx=PAD, smoothing=self.label_smoothing)
-
-    def batches(self, generator: torch.Generator, rank: int = 0, world: int = 1, start: int = 0) -> Iterator[Batch]:
-        """Endless token-budget batches of the training pairs (CPU), epochs in an order drawn from `generator`, skipping
+    def _epochs(self, examples: list, generator: torch.Generator, rank: int, world: int, start: int) -> Iterator[Batch]:
+        """Endless token-budget batches of encoded `examples` (CPU), epochs in an order drawn from `generator`, skipping
         `start` batches already consumed (resume); process `rank` of `world` takes every `world`-th batch."""
-        examples = encode_pairs(self._need(), self.train_pairs)
         seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
         sampler = TokenBudgetSampler([(len(s), len(t)) for s, t in examples], self.max_tokens, seed=seed,
                                      num_replicas=world, rank=rank)
@@ -141,14 +129,38 @@ class Multi30kTask(Multi30kSettings):
             for b in order[start:]: yield Batch(*collate([examples[i] for i in b]), PAD)
             start, epoch = max(0, start - len(order)), epoch + 1
 
-    def evaluate(self, model: EncoderDecoder, generator: torch.Generator | None, device, n: int | None = None,
-                 split: str | None = None, beam: int = 1, length_penalty: float = 0.6) -> dict:
-        self._need()
+    def _eval_pairs(self, split: str | None, n: int | None) -> list[tuple[str, str]]:
+        "The first `n` pairs of `split` (default: `eval_size` of the validation split, as `prepare` read it)."
         split = split or self.eval_split
         pairs = self.eval_pairs if split == self.eval_split and self.eval_pairs is not None else load_multi30k(split, self.data_dir)
-        pairs = pairs[: n or self.eval_size or len(pairs)]
-        hyps = translate(model, self.tokenizer, [p[0] for p in pairs], beam=beam, device=device, length_penalty=length_penalty)
-        return {**bleu(hyps, [p[1] for p in pairs]), "split": split, "n": len(pairs), "beam": beam}
+        return pairs[: n or self.eval_size or len(pairs)]
+
+# %% ../nbs/09_translation.ipynb #163e672b
+@register_task
+@dataclass
+class Multi30kTask(Multi30kSettings):
+    "German -> English on Multi30k: one BPE vocabulary, tied embeddings, label smoothing, token-budget batches, BLEU."
+    name: ClassVar[str] = "multi30k"
+    metric: ClassVar[str] = "bleu"
+
+    def build_model(self) -> EncoderDecoder:
+        v = self._need().get_vocab_size()                # one vocabulary for both languages, so one embedding matrix
+        return make_model(v, v, tie_embeddings=True, **self.model_options())
+
+    def criterion(self) -> FusedLabelSmoothing:
+        return FusedLabelSmoothing(self._need().get_vocab_size(), padding_idx=PAD, smoothing=self.label_smoothing)
+
+    def batches(self, generator: torch.Generator, rank: int = 0, world: int = 1, start: int = 0) -> Iterator[Batch]:
+        "Endless batches of the training pairs under the token budget (part 1's sampler), reshuffled every epoch."
+        return self._epochs(encode_pairs(self._need(), self.train_pairs), generator, rank, world, start)
+
+    def evaluate(self, model: EncoderDecoder, generator: torch.Generator | None, device, n: int | None = None,
+                 split: str | None = None, beam: int = 1, length_penalty: float = 0.6) -> dict:
+        "BLEU of the translations (greedy, or a beam of `beam`) of the first `n` pairs of `split` (default: validation)."
+        pairs = self._eval_pairs(split, n)
+        hyps = translate(model, self.tokenizer, [de for de, _ in pairs], beam=beam, device=device, length_penalty=length_penalty)
+        return {**bleu(hyps, [en for _, en in pairs]), "split": split or self.eval_split, "n": len(pairs), "beam": beam}
+
 
 # %% ../nbs/09_translation.ipynb #18d15565
 @torch.no_grad()
