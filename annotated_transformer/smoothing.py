@@ -1,4 +1,4 @@
-"""The engineering behind chapter 6: the label-smoothing loss with its gradient written out, the runner's loss, greedy decoding with the cache, and the copy-task recipes compared over seeds.
+"""The engineering behind chapter 6: the label-smoothing loss with its gradient written out, the runner's loss, the runner's id check, greedy decoding with the cache, and the copy-task recipes: step by step, and one change at a time over seeds.
 
 Docs: https://annotated-transformer.github.io/annotated-transformer/training_recipes.html.md"""
 

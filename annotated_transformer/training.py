@@ -14,7 +14,6 @@ import torch.nn.functional as F
 from torch import nn, Tensor
 from tqdm import tqdm
 from .attention import subsequent_mask
-from .embeddings import check_token_ids
 from .model import EncoderDecoder
 
 # %% auto #0
@@ -45,23 +44,14 @@ class Batch:
     def make_std_mask(tgt: Tensor, pad: int) -> Tensor:   # (batch, t, t): i may see the non-padding j <= i
         return (tgt != pad).unsqueeze(-2) & subsequent_mask(tgt.size(-1), device=tgt.device)
 
-# %% ../nbs/06_training.ipynb #9d0998dd
-def _check(self, src_vocab: int, tgt_vocab: int) -> Batch:
-    "Check every id against the vocabularies (`check_token_ids`) once, here, instead of inside the model."
-    check_token_ids(self.src, src_vocab, "source tokens")
-    if hasattr(self, "tgt"): check_token_ids(torch.cat([self.tgt[:, :1], self.tgt_y], 1), tgt_vocab, "target tokens")
-    return self
-
-def _to(self, device) -> Batch:
-    "Move every tensor to `device` (in place; to a GPU through pinned memory, without blocking); returns the batch."
-    if device is None: return self
-    device = torch.device(device); pin = device.type == "cuda" and torch.cuda.is_available()
-    for k, v in vars(self).items():
-        if isinstance(v, Tensor) and v.device != device:
-            setattr(self, k, (v.pin_memory() if pin and v.device.type == "cpu" else v).to(device, non_blocking=True))
-    return self
-
-Batch.check, Batch.to = _check, _to   # engineering for the runner (chapter 92): id checks, moves to the device
+    def to(self, device) -> Batch:
+        "Move every tensor to `device`, in place (to a GPU through pinned memory, without blocking); returns the batch."
+        if device is None: return self
+        device = torch.device(device); pin = device.type == "cuda" and torch.cuda.is_available()
+        for k, v in vars(self).items():
+            if isinstance(v, Tensor) and v.device != device:
+                setattr(self, k, (v.pin_memory() if pin and v.device.type == "cpu" else v).to(device, non_blocking=True))
+        return self
 
 # %% ../nbs/06_training.ipynb #2b0e7798
 def rate(step: int, model_size: int, factor: float, warmup: int) -> float:
@@ -127,10 +117,10 @@ def batch_loss(model: EncoderDecoder, batch: Batch, criterion: nn.Module) -> Ten
 
 # %% ../nbs/06_training.ipynb #6f1dba0c
 def train_step(model: EncoderDecoder, batches: list[Batch], criterion: nn.Module, optimizer: torch.optim.Optimizer,
-               scheduler=None, clip_norm: float | None = None, *, return_norm: bool = False):
+               scheduler=None, clip_norm: float | None = None) -> tuple[Tensor, int]:
     """One optimizer step over `batches` (k micro-batches). Each summed loss is divided by the target tokens of all k,
-    so the gradients add up to those of the group's per-token mean. Returns (summed loss as a 0-d tensor on the
-    device, target tokens), and the gradient norm before clipping if `return_norm`."""
+    so the gradients add up to those of the group's per-token mean; `clip_norm` caps the norm of the gradient.
+    Returns the summed loss (a 0-d tensor on the device) and the number of target tokens."""
     total = sum(b.ntokens for b in batches)
     if total == 0: raise ValueError("these batches hold no target tokens (all padding); nothing to learn from.")
     loss_sum = 0.0
@@ -138,12 +128,11 @@ def train_step(model: EncoderDecoder, batches: list[Batch], criterion: nn.Module
         loss = batch_loss(model, b, criterion)
         (loss / total).backward()                          # gradients add up in .grad
         loss_sum = loss_sum + loss.detach()
-    norm = (nn.utils.clip_grad_norm_(model.parameters(), clip_norm) if clip_norm is not None else   # before clipping
-            nn.utils.get_total_norm([p.grad for p in model.parameters() if p.grad is not None]) if return_norm else None)
+    if clip_norm is not None: nn.utils.clip_grad_norm_(model.parameters(), clip_norm)   # one factor for every gradient
     optimizer.step()
     optimizer.zero_grad(set_to_none=True)
     if scheduler is not None: scheduler.step()           # once per optimizer step, not per micro-batch
-    return (loss_sum, total, norm) if return_norm else (loss_sum, total)
+    return loss_sum, total
 
 # %% ../nbs/06_training.ipynb #070247a3
 def _groups(items: Iterable, k: int) -> Iterator[list]:
@@ -159,7 +148,7 @@ def _groups(items: Iterable, k: int) -> Iterator[list]:
 def run_epoch(batches: Iterable[Batch], model: EncoderDecoder, criterion: nn.Module,
               optimizer: torch.optim.Optimizer | None = None, scheduler=None, *, mode: str = "train",
               state: TrainState | None = None, accum_steps: int = 1, clip_norm: float | None = None,
-              max_steps: int | None = None, progress: bool = True, desc: str | None = None,
+              max_steps: int | None = None, progress: bool = True,
               callback: Callable[[TrainState, Tensor], bool] | None = None) -> tuple[float, TrainState]:
     """Train (every `accum_steps` batches make one optimizer step) or evaluate (`mode="eval"`) on `batches`. Returns
     the mean loss per target token and `state`. Training ends when `batches` runs out, at `max_steps`, or when
@@ -170,12 +159,12 @@ def run_epoch(batches: Iterable[Batch], model: EncoderDecoder, criterion: nn.Mod
     if mode == "eval":
         model.eval()
         with torch.no_grad():
-            for b in tqdm(batches, desc=desc or "eval", disable=not progress, leave=False):
+            for b in tqdm(batches, desc="eval", disable=not progress, leave=False):
                 total_loss += batch_loss(model, b, criterion); total_tokens += b.ntokens
         return float(total_loss) / max(total_tokens, 1), state
     model.train()
     groups = _groups(batches, accum_steps)
-    with tqdm(desc=desc or "train", unit="step", disable=not progress, mininterval=1.0) as bar:
+    with tqdm(desc="train", unit="step", disable=not progress, mininterval=1.0) as bar:
         while max_steps is None or state.step < max_steps:     # test first: draw no batch that is not used
             group = next(groups, None)
             if group is None: break
@@ -190,7 +179,7 @@ def run_epoch(batches: Iterable[Batch], model: EncoderDecoder, criterion: nn.Mod
 @torch.no_grad()
 def greedy_decode(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len: int, start_symbol: int,
                   end_symbol: int | None = None, *, pad_symbol: int | None = None) -> Tensor:
-    "Greedy decoding: `(batch, src_len)` -> `(batch, <= max_len)` ids; after `end_symbol` a row emits `pad_symbol`."
+    "Greedy decoding: `(batch, src_len)` -> `(batch, <= max_len)` ids; finished rows repeat `end_symbol` (or `pad_symbol`)."
     if max_len < 1: raise ValueError(f"max_len must be >= 1 (it counts the start symbol), got {max_len}.")
     memory = model.encode(src, src_mask)                                   # (batch, src_len, d_model), once
     fill = end_symbol if pad_symbol is None else pad_symbol                # what a finished row emits
@@ -200,23 +189,21 @@ def greedy_decode(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, m
         out = model.decode(memory, src_mask, ys, subsequent_mask(t, device=src.device))   # (batch, t, d_model)
         next_word = model.generator(out[:, -1]).argmax(dim=-1)            # (batch,): the most likely next token
         if end_symbol is not None:
-            next_word = next_word.masked_fill(done, fill)                  # finished rows emit padding
+            next_word = next_word.masked_fill(done, fill)                  # finished rows write `fill`
             done = done | (next_word == end_symbol)
         ys = torch.cat([ys, next_word.unsqueeze(1)], dim=1)                # (batch, t + 1)
         if bool(done.all()): break                                         # every row has finished
     return ys
 
-
 # %% ../nbs/06_training.ipynb #919724f6
 def copy_task_batches(vocab: int = 11, batch_size: int = 80, n_batches: int | None = None, seq_len: int = 10, *,
-                      generator: torch.Generator | None = None, device=None, start_symbol: int = 1,
-                      pad: int = 0) -> Iterator[Batch]:
-    "Source = target = `start_symbol`, then `seq_len - 1` random ids in [2, vocab); endless if `n_batches` is None."
+                      generator: torch.Generator | None = None, device=None) -> Iterator[Batch]:
+    "Source = target = the start symbol 1, then `seq_len - 1` random ids in [2, vocab); endless if `n_batches` is None."
     if vocab < 3 or seq_len < 2: raise ValueError(f"the copy task needs vocab >= 3 and seq_len >= 2, got {vocab}, {seq_len}.")
     for _ in range(n_batches) if n_batches is not None else iter(int, 1):
         data = torch.randint(2, vocab, (batch_size, seq_len), generator=generator)   # (batch, seq_len)
-        data[:, 0] = start_symbol
-        yield Batch(data, data, pad).to(device)   # counted on the CPU, then moved
+        data[:, 0] = 1                                                   # the start symbol
+        yield Batch(data, data, pad=0).to(device)   # counted on the CPU, then moved
 
 @torch.no_grad()
 def copy_task_accuracy(model: EncoderDecoder, n: int = 1000, vocab: int = 11, seq_len: int = 10, *,
@@ -233,7 +220,7 @@ def copy_task_accuracy(model: EncoderDecoder, n: int = 1000, vocab: int = 11, se
     return correct / n
 
 # %% ../nbs/9c_training_recipes.ipynb #81d578a9
-from .embeddings import id_checks_off
+from .embeddings import check_token_ids, id_checks_off
 from .model import select_cache_rows
 from .smoothing import smoothed_kl
 
@@ -265,3 +252,12 @@ def task_batch_loss(model: nn.Module, batch, criterion: nn.Module) -> Tensor:
     out = model(batch.src, batch.tgt, batch.src_mask, tgt_mask, is_causal=tgt_mask is None)  # through the wrapper
     log_probs = unwrap_model(model).generator(out)                     # (batch, t, vocab)
     return criterion(log_probs.reshape(-1, log_probs.size(-1)), batch.tgt_y.reshape(-1))
+
+# %% ../nbs/9c_training_recipes.ipynb #730544df
+def _check(self: Batch, src_vocab: int, tgt_vocab: int) -> Batch:
+    "Check every id of the batch against the vocabularies (`check_token_ids`), once; returns the batch."
+    check_token_ids(self.src, src_vocab, "source tokens")
+    if hasattr(self, "tgt"): check_token_ids(torch.cat([self.tgt[:, :1], self.tgt_y], 1), tgt_vocab, "target tokens")
+    return self
+
+Batch.check = _check   # the runner (chapter 92) checks every batch it draws
