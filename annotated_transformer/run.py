@@ -173,7 +173,7 @@ def train_step(model: nn.Module, batches: list[Batch], criterion: nn.Module, opt
                scheduler=None, clip_norm: float | None = None, *, precision: str = "fp32",
                scaler: torch.amp.GradScaler | None = None, return_norm: bool = False):
     """Chapter 6's `train_step` (one optimizer step over the micro-batches `batches`, returning the summed loss on the
-    device and the target tokens, and the gradient norm if `return_norm`) with `precision` ("fp32", "bf16", "fp16";
+    device and the target tokens), with the gradient norm if `return_norm`, `precision` ("fp32", "bf16", "fp16";
     fp16 needs a `GradScaler` in `scaler`) and DDP's all-reduce on the last micro-batch only."""
     total = sum(b.ntokens for b in batches)             # ints counted on the CPU when the batches were built
     if total == 0: raise ValueError("these batches hold no target tokens (all padding); nothing to learn from.")

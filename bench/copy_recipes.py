@@ -2,8 +2,9 @@
 99%, and the largest loss spike, for a few recipes over several seeds (chapter 6's lesson, repeated).
 
 Each run trains the copy model (N=2, d_model=64, h=4, d_ff=256, no dropout, label smoothing 0.1, 128 sequences per
-step) for a fixed number of steps with chapter 6's code (`LabelSmoothing`, `train_step`, as its `train_copy` does:
-same seeding, same data, same evaluation sequences, so seed 0 is the chapter's own run on the same machine), evaluates
+step) for a fixed number of steps with chapter 6's code (`LabelSmoothing`, `train_step`, as appendix 9c's `train_copy`
+does: same seeding, same data, same evaluation sequences, so seed 0 repeats 9c's runs, and for the `chapter6` recipe
+chapter 6's run, on the same machine), evaluates
 exact match on 1,000 fresh sequences every 25 steps, and records the loss of every step. The four recipes are the two
 of chapter 6 and each change alone: post-norm with the lower, earlier peak, and pre-norm with the paper's schedule.
 Usage:
@@ -60,9 +61,9 @@ def run(norm_first: bool, lr_factor: float, warmup: int, seed: int, steps: int, 
     high = next((s for s, a in evals if a >= 0.99), None)            # first evaluation at 99% or more
     after = [a for s, a in evals if high is not None and s > high]
     # the largest ratio of a step's loss to the lowest loss of the 20 steps before it, after step 50
-    spike = max(losses[i] / min(losses[i - 20:i]) for i in range(50, len(losses)))
+    spike = max((losses[i] / min(losses[i - 20:i]) for i in range(50, len(losses))), default=None)   # None: <= 50 steps
     return {"seed": seed, "first_100": first, "worst_after_99": min(after) if after else None,
-            "largest_loss_spike": round(spike, 1), "exact_match": [round(a, 4) for _, a in evals]}
+            "largest_loss_spike": None if spike is None else round(spike, 1), "exact_match": [round(a, 4) for _, a in evals]}
 
 
 def main(argv=None) -> dict:
@@ -95,7 +96,7 @@ def main(argv=None) -> dict:
         worst_text = f"{min(worst):.1%}" if worst else "n/a"
         print(f"| {name} | {'pre' if r['norm_first'] else 'post'} | {r['lr_factor']} | {r['warmup']} | "
               f"{', '.join(str(f) if f else 'never' for f in firsts)} | {worst_text} | "
-              f"{max(x['largest_loss_spike'] for x in r['runs'])}x |")
+              f"{max((x['largest_loss_spike'] for x in r['runs'] if x['largest_loss_spike'] is not None), default='-')}x |")
     suffix = "" if args.embed_init == "normal" else f"-embed-{args.embed_init}"
     out = Path(args.out or Path(__file__).parent / "results" / f"copy_recipes-{slug(machine(), 'cpu')}{suffix}.json")
     out.write_text(json.dumps(result, indent=1) + "\n")
