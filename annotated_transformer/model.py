@@ -191,19 +191,17 @@ class Classifier(nn.Module):
 # %% ../nbs/10_classification.ipynb #aba9ce6a
 def make_classifier(vocab: int, n_classes: int = 2, N: int = 2, d_model: int = 128, d_ff: int = 512, h: int = 4,
                     dropout: float = 0.1, *, pool: str = "mean", norm_first: bool = True, max_len: int = 512,
-                    positional: str = "sinusoidal", embed_init: str = "normal",
-                    checkpoint_activations: bool = False) -> Classifier:
+                    positional: str = "sinusoidal", embed_init: str = "normal") -> Classifier:
     """An encoder-only classifier built from `make_model`'s parts: `N` `EncoderLayer`s (pre-norm by default, as GPT-2), pooling (`Classifier`), and a linear head. `max_len`: the
     longest input in tokens."""
     config = dict(kind="classifier", src_vocab=vocab, tgt_vocab=n_classes, N=N, d_model=d_model, d_ff=d_ff, h=h,
                   dropout=dropout, pool=pool, norm_first=norm_first, max_len=max_len, positional=positional,
-                  embed_init=embed_init, checkpoint_activations=checkpoint_activations)
+                  embed_init=embed_init)
     layer = EncoderLayer(d_model, MultiHeadedAttention(h, d_model, dropout), PositionwiseFeedForward(d_model, d_ff, dropout),
                          dropout, norm_first)
     model = Classifier(InputEmbedding(Embeddings(d_model, vocab), _position(positional, d_model, dropout, max_len)),
                        Encoder(layer, N), Generator(d_model, n_classes), pool)
     init_weights(model, [model.embed.embed.lut], d_model, embed_init)
-    model.encoder.checkpoint_activations = checkpoint_activations
     model.config = config
     return model
 
@@ -226,20 +224,19 @@ class LanguageModel(nn.Module):
 
 def make_language_model(vocab: int, N: int = 4, d_model: int = 128, d_ff: int = 512, h: int = 4,
                         dropout: float = 0.0, *, context: int = 256, norm_first: bool = True,
-                        positional: str = "sinusoidal", tie_embeddings: bool = False, embed_init: str = "normal",
-                        checkpoint_activations: bool = False) -> LanguageModel:
+                        positional: str = "sinusoidal", tie_embeddings: bool = False,
+                        embed_init: str = "normal") -> LanguageModel:
     """A decoder-only language model: `N` causal `EncoderLayer`s (pre-norm by default, as GPT-2), the generator on
     top, optionally tied to the embedding. `context`: the longest sequence it reads (its training window)."""
     config = dict(kind="language_model", src_vocab=vocab, tgt_vocab=vocab, N=N, d_model=d_model, d_ff=d_ff, h=h,
                   dropout=dropout, context=context, norm_first=norm_first, positional=positional,
-                  tie_embeddings=tie_embeddings, embed_init=embed_init, checkpoint_activations=checkpoint_activations)
+                  tie_embeddings=tie_embeddings, embed_init=embed_init)
     layer = EncoderLayer(d_model, MultiHeadedAttention(h, d_model, dropout), PositionwiseFeedForward(d_model, d_ff, dropout),
                          dropout, norm_first)
     model = LanguageModel(InputEmbedding(Embeddings(d_model, vocab), _position(positional, d_model, dropout, context)),
                           Encoder(layer, N), Generator(d_model, vocab))
     init_weights(model, [model.embed.embed.lut], d_model, embed_init)
     if tie_embeddings: model.generator.proj.weight = model.embed.embed.lut.weight
-    model.decoder.checkpoint_activations = checkpoint_activations
     model.config = config
     return model
 
@@ -273,8 +270,12 @@ def model_from_config(config: dict) -> nn.Module:
     cfg = dict(config)
     kind = cfg.pop("kind", "encoder_decoder")
     if kind == "encoder_decoder": return make_model(**cfg)
-    if kind == "classifier": return make_classifier(cfg.pop("src_vocab"), cfg.pop("tgt_vocab"), **cfg)
-    if kind == "language_model":
+    ckpt = cfg.pop("checkpoint_activations", None)     # chapter 8's switch: set on the stack, kept in the record
+    if kind == "classifier": model, stack = make_classifier(cfg.pop("src_vocab"), cfg.pop("tgt_vocab"), **cfg), "encoder"
+    elif kind == "language_model":
         cfg.pop("tgt_vocab", None)
-        return make_language_model(cfg.pop("src_vocab"), **cfg)
-    raise ValueError(f"unknown model kind {kind!r}; this version builds encoder_decoder, classifier and language_model.")
+        model, stack = make_language_model(cfg.pop("src_vocab"), **cfg), "decoder"
+    else: raise ValueError(f"unknown model kind {kind!r}; this version builds encoder_decoder, classifier and language_model.")
+    if ckpt is not None:
+        getattr(model, stack).checkpoint_activations = bool(ckpt); model.config["checkpoint_activations"] = ckpt
+    return model
