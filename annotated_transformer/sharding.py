@@ -42,7 +42,7 @@ def shard_model(model: nn.Module, precision: str = "fp32", device: torch.device 
     """Shard `model` in place across the process group (FSDP2): each encoder and decoder layer becomes one unit whose
     weights are gathered just before it runs and freed after, then the root takes the rest (embeddings, generator,
     final norms). Every parameter becomes a `DTensor` of which this rank keeps 1/P. With `precision="bf16"` on CUDA
-    the gathered weights and the gradients' reduce-scatter are bf16 (the shards and Adam stay fp32)."""
+    the gathered weights are bf16, the gradients' reduce-scatter fp32 (the shards and Adam stay fp32)."""
     if not dist.is_initialized():
         raise RuntimeError("shard_model needs a process group: run under torchrun (or call init_process_group).")
     mp = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
