@@ -374,6 +374,8 @@ def write_synthetic_multi30k(folder: str | os.PathLike, n_train: int = 400, n_ev
 # %% ../nbs/9e_data_plumbing.ipynb #0ac2a699
 #: the stored results that the chapters show (`bench/results/` of the repository), pinned by sha256
 RESULT_FILES = {
+    "imdb_mlm-small-amd-epyc-2cores.json":
+        "e951ae807b26ff2e924565fdf9d111f554118eb2f47827f1a9e3effb099a03c1",
     "imdb_mlm-gpu-nvidia-h100-80gb-hbm3.json":
         "9161acb91e85bc318317f6476caf985ec733f238846deddaf45e881cf807d6da",
     "transformer_xl-gpu-nvidia-h100-80gb-hbm3.json":
