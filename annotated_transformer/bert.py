@@ -1,4 +1,4 @@
-"""Masked-language-model pretraining (the 80/10/10 rule, a real mask token, an output layer tied to the embedding table), a class token that pools the review, fine-tuning chapter 10's classifier from the pretrained encoder, and what pretraining buys at each number of labels.
+"""Masked-language-model pretraining (the 80/10/10 rule, a real mask token, an output layer tied to the embedding table), a class token that pools the review, and fine-tuning chapter 10's classifier from the pretrained encoder.
 
 Docs: https://annotated-transformer.github.io/annotated-transformer/bert.html.md"""
 
