@@ -32,10 +32,26 @@ def use_device(name: str) -> torch.device:
     return DEVICE
 
 
-def add_common_args(p) -> None:
-    "The arguments every experiment script takes besides its design: where it runs and how many runs at once."
+def add_common_args(p, dry_run_help: str = "a tiny run end to end, written under runs/ (< 1 minute)") -> None:
+    "The arguments every experiment script takes besides its design: its files, where it runs, how many runs at once."
+    p.add_argument("--tag", default="full")
+    p.add_argument("--resume", action="store_true")
+    p.add_argument("--dry-run", action="store_true", help=dry_run_help)
+    p.add_argument("--out")
     p.add_argument("--device", default="cpu", help="cpu, cuda or auto (the GPU where there is one)")
     p.add_argument("--jobs", type=int, default=1, help="runs at once, each in its own process (a GPU has room for several)")
+
+
+DATA = {}   # what `init_text_worker` loaded in this process
+
+
+def init_text_worker(a, val_chars: int | None = None) -> None:
+    """Once per process that trains on tiny-shakespeare: one thread, the device (`a.device`), and in `DATA` the
+    vocabulary size and the training and validation ids on that device (the first `val_chars` of validation)."""
+    torch.set_num_threads(1)
+    use_device(a.device)
+    vocab, train, val = shakespeare(a.data_dir)
+    DATA.update(vocab=len(vocab), train=train.to(DEVICE), val=val[:val_chars].to(DEVICE))
 
 
 def pool(jobs: int, fn: Callable, items: list, init: Callable | None = None, initargs: tuple = ()):

@@ -227,13 +227,9 @@ def main() -> None:
     p.add_argument("--ft-warmup", type=int, default=100)
     p.add_argument("--eval-every", type=int, default=500)
     p.add_argument("--save-every", type=int, default=100)
-    p.add_argument("--tag", default="full")
-    p.add_argument("--resume", action="store_true")
-    p.add_argument("--dry-run", action="store_true", help="made-up reviews, a tiny model, end to end (< 1 minute)")
     p.add_argument("--mlm-minutes", type=float, default=None,
                    help="stop pretraining at the first evaluation after this many minutes of training")
-    p.add_argument("--out")
-    charlm.add_common_args(p)
+    charlm.add_common_args(p, "made-up reviews, a tiny model, end to end (< 1 minute)")
     a = p.parse_args()
     if a.dry_run:
         a.data_dir = str(write_fake_imdb(Path("runs") / "imdb_mlm-dry-run-data", n_train=240, n_test=20))

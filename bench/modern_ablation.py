@@ -102,20 +102,10 @@ def speed(vocab: int, train, a) -> dict:
     return {name: {"seconds_per_step": s, "tokens_per_second": round(a.batch * a.context / s)} for name, s in sec.items()}
 
 
-_DATA = {}
-
-
-def init_worker(a) -> None:
-    "Once per process that trains: one thread, the device, the text as ids on that device."
-    torch.set_num_threads(1)
-    charlm.use_device(a.device)
-    vocab, train, val = charlm.shakespeare(a.data_dir)
-    _DATA.update(vocab=len(vocab), train=train.to(charlm.DEVICE), val=val.to(charlm.DEVICE))
-
-
 def run_job(i: int, name: str, kw: dict, seed: int, a, work: Path) -> dict:
     "Train row `i` at `seed`; its validation loss and sizes."
-    model, train, val = build(kw, _DATA["vocab"], a, seed), _DATA["train"], _DATA["val"]
+    D = charlm.DATA
+    model, train, val = build(kw, D["vocab"], a, seed), D["train"], D["val"]
     r = charlm.train(model, window_loss(train, a), a.steps, d_model=a.d_model, lr_factor=a.lr_factor,
                      warmup=a.warmup, seed=seed, ckpt=work / f"seed{seed}-row{i}.pt",
                      save_every=a.save_every, log_every=max(1, a.steps // 6), name=f"{name} s{seed}")
@@ -126,7 +116,7 @@ def run_job(i: int, name: str, kw: dict, seed: int, a, work: Path) -> dict:
             "seconds_per_step": r["seconds_per_step"], "load": charlm.load_average(), "curve": r["curve"]}
 
 
-def summarise(res: charlm.Results, a, vocab: int) -> None:
+def summarise(res: charlm.Results, a) -> None:
     table = []
     for name, kw in configs(a.heads):
         runs = [r for r in res["runs"].values() if r["change"] == name]
@@ -158,10 +148,6 @@ def main():
     p.add_argument("--save-every", type=int, default=100)
     p.add_argument("--order", choices=("rows", "seeds"), default="rows",
                    help="rows: all seeds of a row before the next row (a stopped run leaves whole rows)")
-    p.add_argument("--tag", default="full")
-    p.add_argument("--resume", action="store_true")
-    p.add_argument("--dry-run", action="store_true", help="a tiny run end to end, written under runs/ (< 1 minute)")
-    p.add_argument("--out")
     p.add_argument("--speed-only", action="store_true", help="measure the rows' speed (alone on the machine), then stop")
     charlm.add_common_args(p)
     a = p.parse_args()
@@ -180,11 +166,10 @@ def main():
     order = ([(seed, row) for row in rows for seed in a.seeds] if a.order == "rows" else    # every seed of a row first
              [(seed, row) for seed in a.seeds for row in rows])                             # every row of a seed first
     todo = [(i, name, kw, seed, a, work) for seed, (i, (name, kw)) in order if not res.done(f"{name} | seed {seed}")]
-    n_vocab = len(charlm.shakespeare(a.data_dir)[0])
-    for (i, name, kw, seed, *_), r in charlm.pool(a.jobs, run_job, todo, init_worker, (a,)):
+    for (i, name, kw, seed, *_), r in charlm.pool(a.jobs, run_job, todo, charlm.init_text_worker, (a,)):
         key = f"{name} | seed {seed}"
         res.put(key, r)
-        summarise(res, a, n_vocab)
+        summarise(res, a)
         print(key, r["val_nats_per_char"], flush=True)
     print(f"wrote {res.path}")
     for r in res["summary"]:

@@ -115,20 +115,9 @@ def run_one(kind: str, seed: int, vocab: int, train, val, a, work: Path) -> dict
             "load": charlm.load_average(), "train_curve": r["curve"], "val_curve": curve, "val_by_mem": by_mem}
 
 
-_DATA = {}
-
-
-def init_worker(a) -> None:
-    "Once per process that trains: one thread, the device, the text as ids on that device."
-    torch.set_num_threads(1)
-    charlm.use_device(a.device)
-    vocab, train, val = charlm.shakespeare(a.data_dir)
-    if a.dry_run: val = val[:4000]
-    _DATA.update(vocab=len(vocab), train=train.to(charlm.DEVICE), val=val.to(charlm.DEVICE))
-
-
 def run_job(kind: str, seed: int, a, work: Path) -> dict:
-    return run_one(kind, seed, _DATA["vocab"], _DATA["train"], _DATA["val"], a, work)
+    D = charlm.DATA
+    return run_one(kind, seed, D["vocab"], D["train"], D["val"], a, work)
 
 
 def summarise(res: charlm.Results) -> None:
@@ -160,10 +149,6 @@ def main() -> None:
     p.add_argument("--eval-every", type=int, default=400)
     p.add_argument("--eval-windows", type=int, default=200)
     p.add_argument("--save-every", type=int, default=200)
-    p.add_argument("--tag", default="full")
-    p.add_argument("--resume", action="store_true")
-    p.add_argument("--dry-run", action="store_true", help="a tiny run end to end, written under runs/ (< 1 minute)")
-    p.add_argument("--out")
     charlm.add_common_args(p)
     a = p.parse_args()
     if a.dry_run:
@@ -173,7 +158,8 @@ def main() -> None:
     res, work = charlm.open_results("transformer_xl", a)
     todo = [(kind, seed, a, work) for seed in a.seeds for kind in a.kinds       # every model of one seed first
             if not res.done(f"{kind} | seed {seed}")]
-    for (kind, seed, *_), r in charlm.pool(a.jobs, run_job, todo, init_worker, (a,)):
+    for (kind, seed, *_), r in charlm.pool(a.jobs, run_job, todo, charlm.init_text_worker,
+                                                   (a, 4000 if a.dry_run else None)):
         res.put(f"{kind} | seed {seed}", r)
         summarise(res)
     print(f"wrote {res.path}")
