@@ -241,31 +241,9 @@ def main() -> int:
         case("permission denied (simulated)", ["train", "--max-steps", "2", "--out", tmp / "t-acc", "--no-progress"], 1,
              "permission denied", inject=eacces)
 
-        @job("double Ctrl-C")
-        def _():
-            "Ctrl-C three times during training: one message, no 'Exception ignored in atexit', exit 130."
+        def interrupt_training(out_dir: Path, sig: int, times: int) -> tuple[int, str]:
+            "Start `train` into `out_dir`, send `sig` `times` times once it has logged, return (exit code, stderr)."
             code = "import sys\nfrom annotated_transformer.cli import main\nsys.exit(main())"
-            p = subprocess.Popen([sys.executable, "-c", code, "train", "--max-steps", "100000", "--eval-every", "100000",
-                                  "--log-every", "2", "--out", str(tmp / "t-ctrl-c"), "--no-progress"],
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, cwd=tmp, preexec_fn=limits())
-            try:
-                deadline = time.time() + TIMEOUT
-                while not (tmp / "t-ctrl-c" / "metrics.jsonl").is_file() and p.poll() is None and time.time() < deadline:
-                    time.sleep(0.02)
-                for _ in range(3): p.send_signal(signal.SIGINT); time.sleep(0.05)
-                out, err = p.communicate(timeout=TIMEOUT)
-            finally:
-                if p.poll() is None: p.kill()
-            err = err.decode("utf-8", "replace")
-            last = err.strip().splitlines()[-1] if err.strip() else ""
-            return check("double Ctrl-C", p.returncode == 130 and "Traceback" not in err and "Exception ignored" not in err
-                         and last.startswith(f"{PROG}: stopped"), f"exit {p.returncode}: {last[:120]}")
-
-        @job("double SIGTERM before the first checkpoint")
-        def _():
-            "Two SIGTERMs before any checkpoint: one line, exit 143, and --resume works if the line says to use it."
-            code = "import sys\nfrom annotated_transformer.cli import main\nsys.exit(main())"
-            out_dir = tmp / "t-sigterm"
             p = subprocess.Popen([sys.executable, "-c", code, "train", "--max-steps", "100000", "--eval-every", "100000",
                                   "--log-every", "2", "--out", str(out_dir), "--no-progress"],
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=ENV, cwd=tmp, preexec_fn=limits())
@@ -273,14 +251,28 @@ def main() -> int:
                 deadline = time.time() + TIMEOUT
                 while not (out_dir / "metrics.jsonl").is_file() and p.poll() is None and time.time() < deadline:
                     time.sleep(0.02)
-                for _ in range(2): p.send_signal(signal.SIGTERM); time.sleep(0.05)
-                out, err = p.communicate(timeout=TIMEOUT)
+                for _ in range(times): p.send_signal(sig); time.sleep(0.05)
+                _, err = p.communicate(timeout=TIMEOUT)
             finally:
                 if p.poll() is None: p.kill()
-            err = err.decode("utf-8", "replace")
+            return p.returncode, err.decode("utf-8", "replace")
+
+        @job("double Ctrl-C")
+        def _():
+            "Ctrl-C three times during training: one message, no 'Exception ignored in atexit', exit 130."
+            rc, err = interrupt_training(tmp / "t-ctrl-c", signal.SIGINT, 3)
+            last = err.strip().splitlines()[-1] if err.strip() else ""
+            return check("double Ctrl-C", rc == 130 and "Traceback" not in err and "Exception ignored" not in err
+                         and last.startswith(f"{PROG}: stopped"), f"exit {rc}: {last[:120]}")
+
+        @job("double SIGTERM before the first checkpoint")
+        def _():
+            "Two SIGTERMs before any checkpoint: one line, exit 143, and --resume works if the line says to use it."
+            out_dir = tmp / "t-sigterm"
+            rc, err = interrupt_training(out_dir, signal.SIGTERM, 2)
             lines = [l for l in err.strip().splitlines() if not LOG.match(l)]
-            ok = p.returncode == 143 and len(lines) == 1 and "Traceback" not in err
-            detail = f"exit {p.returncode}: {(lines or [''])[-1][:120]}"
+            ok = rc == 143 and len(lines) == 1 and "Traceback" not in err
+            detail = f"exit {rc}: {(lines or [''])[-1][:120]}"
             if ok and "--resume" in lines[-1]:
                 rc, _, err2, _ = cli(["train", "--resume", "--max-steps", "4", "--out", str(out_dir), "--no-progress"])
                 ok = rc == 0
