@@ -140,9 +140,10 @@ def check_new_output_dir(path: str | Path) -> Path:
     Raises a one-line `FileExistsError` that names what is in the way (a checkpoint, a run, a file); nothing is
     written or deleted. Returns `path` (`average` and `ship` call it before they write)."""
     path = Path(path)
-    if not (path.exists() or path.is_symlink()): return path
+    if path.is_symlink(): raise FileExistsError(f"{path} is a symbolic link; choose a new folder.")
+    if not path.exists(): return path
     if not path.is_dir():
-        raise FileExistsError(f"{path} exists and is not a folder; write the checkpoint to a new folder.")
+        raise FileExistsError(f"{path} is a file, not a folder; choose a new folder.")
     entries = sorted(os.listdir(path))
     if not entries: return path
     what = ("holds a checkpoint" if CONFIG_FILE in entries or MODEL_FILE in entries else

@@ -25,7 +25,7 @@ from dataclasses import fields
 from pathlib import Path
 
 from .checkpoint import (CheckpointError, load_config, load_model, save_model, average_checkpoints,
-                                              checkpoint_units)
+                                              checkpoint_units, check_new_output_dir)
 from .data import DataError, MULTI30K_SPLITS
 from .training import PRECISIONS
 from .tasks import TASKS, make_task
@@ -47,16 +47,10 @@ def snapshots(out: str | Path) -> list[Path]:
     return checkpoint_units(out)
 
 def check_new_folder(out: str | Path, flag: str = "--out") -> Path:
-    """`out` as a folder a command may create and fill: absent, or an empty folder. A file, a checkpoint or a folder
-    holding anything is a `UsageError` that names it, so that nothing the user has is replaced."""
-    out = Path(out)
-    if out.is_symlink(): raise UsageError(f"{flag} {out} is a symbolic link; choose a new folder.")
-    if out.exists() and not out.is_dir(): raise UsageError(f"{flag} {out} is a file, not a folder; choose a new folder.")
-    if out.is_dir() and (names := sorted(p.name for p in out.iterdir())):
-        what = "a checkpoint" if "model.safetensors" in names or "config.json" in names else "a folder that is not empty"
-        raise UsageError(f"{flag} {out} is {what} ({', '.join(names[:3])}{', ...' if len(names) > 3 else ''}); "
-                         f"choose a new or empty folder.")
-    return out
+    """`out` as a folder a command may create and fill: absent, or an empty folder (`check_new_output_dir`). A
+    symlink, a file, a checkpoint or a folder holding anything is a `UsageError` that names it and `flag`."""
+    try: return check_new_output_dir(out)
+    except FileExistsError as e: raise UsageError(f"{flag} {e}") from None
 
 def average(checkpoints: list[str | Path], out: str | Path) -> dict:
     """Average the weights of the checkpoints `checkpoints` (folders or `pretrained:NAME`, one model) into `out`, a new
