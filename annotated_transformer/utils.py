@@ -1,4 +1,4 @@
-"""`default_device`: the one small helper that every chapter shares and that belongs to no chapter's subject.
+"""`default_device` and `paired`: small helpers that several chapters share and that belong to no chapter's subject.
 
 Docs: https://annotated-transformer.github.io/annotated-transformer/utils.html.md"""
 
@@ -7,10 +7,12 @@ Docs: https://annotated-transformer.github.io/annotated-transformer/utils.html.m
 # %% ../nbs/96_utils.ipynb #d0b50503
 from __future__ import annotations
 
+import statistics
+
 import torch
 
 # %% auto #0
-__all__ = ['default_device']
+__all__ = ['default_device', 'paired']
 
 # %% ../nbs/96_utils.ipynb #5da75cda
 def default_device() -> torch.device:
@@ -18,3 +20,12 @@ def default_device() -> torch.device:
     if torch.cuda.is_available(): return torch.device("cuda")
     if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available(): return torch.device("mps")
     return torch.device("cpu")
+
+# %% ../nbs/96_utils.ipynb #bb289e83
+def paired(a: dict, b: dict) -> dict:
+    """`b` minus `a` seed by seed (`a`, `b`: {seed: value}, the same seeds): the differences `d`, their `mean`, `sd`
+    and standard error `se` (sd / sqrt(seeds)), and whether the mean is `beyond` the seed spread: |mean| > 2 se."""
+    if a.keys() != b.keys(): raise ValueError(f"not paired: seeds {sorted(a)} against {sorted(b)}; give both arms the same seeds.")
+    d = [b[s] - a[s] for s in sorted(a)]
+    mean, sd = statistics.fmean(d), statistics.stdev(d)
+    return {"d": d, "mean": mean, "sd": sd, "se": sd / len(d) ** 0.5, "beyond": abs(mean) > 2 * sd / len(d) ** 0.5}
