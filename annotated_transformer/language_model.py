@@ -66,13 +66,13 @@ def random_windows(data: Tensor, context: int, batch_size: int, generator: torch
 
 # %% ../nbs/11_language_model.ipynb #9aca9db4
 @torch.no_grad()
-def corpus_loss(model: LanguageModel, data: Tensor, context: int, n: int | None = None, batch_size: int = 64,
-                device=None) -> tuple[float, int]:
+def corpus_loss(model: LanguageModel, data: Tensor, context: int, n: int | None = None,
+                batch_size: int = 64) -> tuple[float, int]:
     """Mean loss in nats per character over consecutive, non-overlapping windows of `data` (the first `n` windows,
     default all): each window is read on its own, as in training. Returns (loss, characters scored)."""
     was_training = model.training
     model.eval()
-    device = device or next(model.parameters()).device
+    device = next(model.parameters()).device                             # the windows go where the model is
     count = (len(data) - 1) // context if n is None else min(n, (len(data) - 1) // context)
     if count == 0:
         raise DataError(f"a text of {len(data)} characters holds no window of {context} + 1; use a longer text (its "
@@ -236,7 +236,7 @@ class CharLMTask:
             self.splits = load_corpus(self.source(), None if not self.corpus else self.data_dir)
             self.data = {k: self.vocab.encode_tensor(v) for k, v in self.splits.items()}
         if split not in self.data: raise ValueError(f"unknown split {split!r} for task {self.name}; choose {', '.join(self.data)}.")
-        loss, chars = corpus_loss(model, self.data[split], self.context, n or self.eval_windows, device=device)
+        loss, chars = corpus_loss(model, self.data[split], self.context, n or self.eval_windows)
         return {"loss": loss, "bits_per_char": loss / math.log(2), "chars": chars, "split": split}
 
     @property
