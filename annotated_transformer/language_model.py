@@ -28,7 +28,7 @@ from .data import load_corpus, load_result, DataError
 from .tasks import register_task, task_settings, save_task_settings
 
 # %% auto #0
-__all__ = ['CharVocab', 'TextBatch', 'random_windows', 'corpus_loss', 'generate', 'CHAR_PRESETS', 'CharLMTask', 'ShakespeareTask', 'Enwik8Task', 'TextTask', 'shipped_shakespeare_report']
+__all__ = ['CharVocab', 'TextBatch', 'random_windows', 'corpus_loss', 'generate', 'CHAR_PRESETS', 'save_vocab', 'load_vocab', 'CharLMTask', 'ShakespeareTask', 'Enwik8Task', 'TextTask', 'shipped_shakespeare_report']
 
 # %% ../nbs/11_language_model.ipynb #3941a2ab
 class CharVocab:
@@ -38,23 +38,12 @@ class CharVocab:
         self.index = {c: i for i, c in enumerate(self.chars)}
     def __len__(self) -> int: return len(self.chars)
     def encode(self, text: str) -> list[int]:
-        return self.encode_tensor(text).tolist()
-    def encode_tensor(self, text: str) -> Tensor:
-        "The ids of `text` as a tensor, through a table indexed by code point (fast for 10^8 characters)."
         if unknown := sorted(set(text) - self.index.keys()):
             raise ValueError(f"characters {''.join(unknown)!r} are not in the model's vocabulary of {len(self)}; "
                              f"remove them from the text (the model knows only the characters of its training text).")
-        codes = torch.from_numpy(np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.int64))
-        table = torch.zeros(max(map(ord, self.chars)) + 1, dtype=torch.long)
-        table[torch.tensor([ord(c) for c in self.chars])] = torch.arange(len(self.chars))
-        return table[codes]
+        return [self.index[c] for c in text]
     def decode(self, ids: Sequence[int] | Tensor) -> str:
         return "".join(self.chars[int(i)] for i in ids)
-    def save(self, path: str | os.PathLike) -> Path:
-        return atomic_write(Path(path), lambda tmp: tmp.write_text(json.dumps({"chars": self.chars}) + "\n", encoding="utf-8"))
-    @classmethod
-    def load(cls, path: str | os.PathLike) -> CharVocab:
-        return cls(json.loads(Path(path).read_text(encoding="utf-8"))["chars"])
 
 # %% ../nbs/11_language_model.ipynb #6ae15f1f
 class TextBatch(Batch):
@@ -62,9 +51,6 @@ class TextBatch(Batch):
     def __init__(self, src: Tensor, tgt_y: Tensor):
         self.src, self.tgt_y, self.pad = src, tgt_y, -1
         self.ntokens = int(tgt_y.numel())              # every position predicts: no padding
-    def check(self, src_vocab: int, tgt_vocab: int) -> TextBatch:
-        check_token_ids(self.src, src_vocab, "characters"); check_token_ids(self.tgt_y, tgt_vocab, "next characters")
-        return self
     def loss(self, model: nn.Module, criterion: nn.Module) -> Tensor:
         out = model(self.src)                                            # (batch, t, d_model)
         log_probs = unwrap_model(model).generator(out)                   # (batch, t, vocab)
@@ -80,13 +66,13 @@ def random_windows(data: Tensor, context: int, batch_size: int, generator: torch
 
 # %% ../nbs/11_language_model.ipynb #9aca9db4
 @torch.no_grad()
-def corpus_loss(model: LanguageModel, data: Tensor, context: int, n: int | None = None, batch_size: int = 64,
-                device=None) -> tuple[float, int]:
+def corpus_loss(model: LanguageModel, data: Tensor, context: int, n: int | None = None,
+                batch_size: int = 64) -> tuple[float, int]:
     """Mean loss in nats per character over consecutive, non-overlapping windows of `data` (the first `n` windows,
     default all): each window is read on its own, as in training. Returns (loss, characters scored)."""
     was_training = model.training
     model.eval()
-    device = device or next(model.parameters()).device
+    device = next(model.parameters()).device                             # the windows go where the model is
     count = (len(data) - 1) // context if n is None else min(n, (len(data) - 1) // context)
     if count == 0:
         raise DataError(f"a text of {len(data)} characters holds no window of {context} + 1; use a longer text (its "
@@ -137,6 +123,29 @@ def generate(model: LanguageModel, prompt: Tensor, max_new_tokens: int, temperat
     finally:
         model.train(was_training)
     return ys
+
+# %% ../nbs/9h_language_model_runs.ipynb #77f78d38
+def _encode_tensor(self: CharVocab, text: str) -> Tensor:
+    "`encode(text)` as a tensor, through a table indexed by code point (fast for 10^8 characters)."
+    if set(text) - self.index.keys(): self.encode(text)                   # raises `encode`'s error
+    codes = torch.from_numpy(np.frombuffer(text.encode("utf-32-le"), dtype=np.uint32).astype(np.int64))
+    table = torch.zeros(max(map(ord, self.chars)) + 1, dtype=torch.long)
+    table[torch.tensor([ord(c) for c in self.chars])] = torch.arange(len(self.chars))
+    return table[codes]
+CharVocab.encode_tensor = _encode_tensor
+
+def save_vocab(vocab: CharVocab, path: str | os.PathLike) -> Path:
+    "Write `vocab` to `path` as JSON (`{\"chars\": ...}`), atomically."
+    return atomic_write(Path(path), lambda tmp: tmp.write_text(json.dumps({"chars": vocab.chars}) + "\n", encoding="utf-8"))
+
+def load_vocab(path: str | os.PathLike) -> CharVocab:
+    return CharVocab(json.loads(Path(path).read_text(encoding="utf-8"))["chars"])
+
+def _check_text_batch(self: TextBatch, src_vocab: int, tgt_vocab: int) -> TextBatch:
+    "Raise, naming the id, if a character id of the batch is outside the vocabulary; else return the batch."
+    check_token_ids(self.src, src_vocab, "characters"); check_token_ids(self.tgt_y, tgt_vocab, "next characters")
+    return self
+TextBatch.check = _check_text_batch
 
 # %% ../nbs/9h_language_model_runs.ipynb #3b429adf
 #: preset -> settings of a character language-model task (model = `make_language_model`'s arguments but the vocabulary)
@@ -193,16 +202,16 @@ class CharLMTask:
     def prepare(self, out=None, resume: bool = False, save: bool = True) -> CharVocab:
         "Load the text; its characters are the vocabulary (reloaded on `resume`); save `vocab.json` and `task.json`."
         self.splits = load_corpus(self.source(), None if not self.corpus else self.data_dir)
-        if resume and out is not None: self.vocab = CharVocab.load(resolve_checkpoint(out) / "vocab.json")
+        if resume and out is not None: self.vocab = load_vocab(resolve_checkpoint(out) / "vocab.json")
         else: self.vocab = CharVocab("".join(self.splits.values()))
         self.data = {k: self.vocab.encode_tensor(v) for k, v in self.splits.items()}
         if out is not None and save:
             Path(out).mkdir(parents=True, exist_ok=True)
-            self.vocab.save(Path(out, "vocab.json"))
+            save_vocab(self.vocab, Path(out, "vocab.json"))
             save_task_settings(self, out)
         return self.vocab
 
-    def load(self, folder) -> None: self.vocab = CharVocab.load(Path(folder) / "vocab.json")
+    def load(self, folder) -> None: self.vocab = load_vocab(Path(folder) / "vocab.json")
     def _need(self):
         if self.vocab is None: raise RuntimeError("call task.prepare(out) before training or evaluating.")
 
@@ -227,7 +236,7 @@ class CharLMTask:
             self.splits = load_corpus(self.source(), None if not self.corpus else self.data_dir)
             self.data = {k: self.vocab.encode_tensor(v) for k, v in self.splits.items()}
         if split not in self.data: raise ValueError(f"unknown split {split!r} for task {self.name}; choose {', '.join(self.data)}.")
-        loss, chars = corpus_loss(model, self.data[split], self.context, n or self.eval_windows, device=device)
+        loss, chars = corpus_loss(model, self.data[split], self.context, n or self.eval_windows)
         return {"loss": loss, "bits_per_char": loss / math.log(2), "chars": chars, "split": split}
 
     @property
