@@ -45,7 +45,10 @@ class Embeddings(nn.Module):
         if self.check_ids: check_token_ids(x, self.vocab)
         return self.lut(x) * math.sqrt(self.d_model)  # (batch, seq, d_model)
 
-# %% ../nbs/01_embeddings.ipynb #d463e261
+# %% ../nbs/9b_fast_decoding.ipynb #b9c27005
+from contextlib import contextmanager
+
+# %% ../nbs/9b_fast_decoding.ipynb #b9c27006
 @contextmanager
 def id_checks_off(model: nn.Module):
     """Within the block, every `Embeddings` of `model` skips `check_token_ids`: for ids that the code itself made
