@@ -133,7 +133,7 @@ class Decoder(nn.Module):
 def _encoder_layer_forward(self, x: Tensor, mask: Tensor | None, cache: dict | None = None,
                            is_causal: bool = False) -> Tensor:
     "`EncoderLayer.forward`; with `is_causal=True` and `cache` it is a decoder-only model's layer (chapter 11)."
-    c_self = None if cache is None else cache.setdefault("self", {})    # the same layout as `DecoderLayer`'s
+    c_self = None if cache is None else cache["self"]                  # the same layout as `DecoderLayer`'s
     x = self.sublayer[0](x, lambda y: self.self_attn(y, y, y, mask, cache=c_self, is_causal=is_causal))
     return self.sublayer[1](x, self.feed_forward)
 
@@ -147,9 +147,7 @@ def _encoder_forward(self, x: Tensor, mask: Tensor | None, cache: list[dict] | N
 def _decoder_layer_forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
                            cache: dict | None = None, is_causal: bool = False) -> Tensor:
     "`DecoderLayer.forward`; `cache`: this layer's `{'self': KVCache, 'src': MemoryCache}`, or None."
-    c_self = c_src = None
-    if cache is not None:
-        c_self, c_src = cache.setdefault("self", {}), cache.setdefault("src", {})
+    c_self, c_src = (None, None) if cache is None else (cache["self"], cache["src"])
     x = self.sublayer[0](x, lambda y: self.self_attn(y, y, y, tgt_mask, cache=c_self, is_causal=is_causal))
     x = self.sublayer[1](x, lambda y: self.src_attn(y, memory, memory, src_mask, cache=c_src))
     return self.sublayer[2](x, self.feed_forward)

@@ -45,7 +45,18 @@ class Embeddings(nn.Module):
         if self.check_ids: check_token_ids(x, self.vocab)
         return self.lut(x) * math.sqrt(self.d_model)  # (batch, seq, d_model)
 
-# %% ../nbs/01_embeddings.ipynb #d463e261
+# %% ../nbs/9b_fast_decoding.ipynb #b9c27005
+from contextlib import contextmanager
+
+# %% ../nbs/9b_fast_decoding.ipynb #b9c27006
+def _embeddings_forward(self, x: Tensor) -> Tensor:
+    "`Embeddings.forward`, which skips chapter 1's id check while `self.check_ids` is False."
+    if self.check_ids: check_token_ids(x, self.vocab)
+    return self.lut(x) * math.sqrt(self.d_model)  # (batch, seq, d_model)
+
+Embeddings.check_ids = True                       # the default of every instance: check
+Embeddings.forward = _embeddings_forward
+
 @contextmanager
 def id_checks_off(model: nn.Module):
     """Within the block, every `Embeddings` of `model` skips `check_token_ids`: for ids that the code itself made

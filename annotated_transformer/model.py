@@ -18,7 +18,7 @@ from .attention import MultiHeadedAttention
 from .blocks import (PositionwiseFeedForward, EncoderLayer, Encoder, DecoderLayer, Decoder)
 
 # %% auto #0
-__all__ = ['InputEmbedding', 'Generator', 'EncoderDecoder', 'init_weights', 'make_model', 'count_parameters', 'cached_length', 'empty_cache', 'select_cache_rows', 'Classifier', 'make_classifier', 'LanguageModel', 'make_language_model', 'make_model', 'model_from_config']
+__all__ = ['InputEmbedding', 'Generator', 'EncoderDecoder', 'init_weights', 'make_model', 'count_parameters', 'cached_length', 'Classifier', 'make_classifier', 'LanguageModel', 'make_language_model', 'make_model', 'model_from_config', 'empty_cache', 'select_cache_rows']
 
 # %% ../nbs/05_model.ipynb #9abd3a06
 class InputEmbedding(nn.Module):
@@ -134,28 +134,6 @@ def cached_length(cache: list[dict] | None) -> int:
 
 InputEmbedding.forward = _input_embedding_forward
 EncoderDecoder.forward, EncoderDecoder.decode = _encoder_decoder_forward, _decode
-
-# %% ../nbs/07_decoding.ipynb #8f090e4f
-from . import kvcache
-
-# %% ../nbs/07_decoding.ipynb #12b9b4af
-def _new_cache(self, capacity: int = 0, static: bool = True) -> list[dict]:
-    """An empty key/value cache for `decode`, one dict per decoder layer: `{"self": KVCache, "src": MemoryCache}`.
-    `static`: self-attention keys and values are written in place into a buffer preallocated for `capacity`
-    positions (it doubles when full), instead of being concatenated at every step (appendix 9b)."""
-    return empty_cache(len(self.decoder.layers), capacity, static)
-
-EncoderDecoder.new_cache = _new_cache
-
-def empty_cache(n_layers: int, capacity: int = 0, static: bool = True) -> list[dict]:
-    "An empty key/value cache for `n_layers` layers (see `EncoderDecoder.new_cache`)."
-    return [{"self": kvcache.KVCache(capacity, static), "src": kvcache.MemoryCache()} for _ in range(n_layers)]
-
-def select_cache_rows(cache: list[dict], rows: Tensor) -> None:
-    """Keep only the batch rows `rows` (1-d indices, in their order) of every key/value tensor of a cache, in place:
-    how a decoding loop drops the sequences that have finished."""
-    for layer in cache:
-        for part in layer.values(): part.select_rows(rows)
 
 # %% ../nbs/08_going_big.ipynb #e57deef0
 def _generator_forward(self, x: Tensor) -> Tensor:
@@ -279,3 +257,25 @@ def model_from_config(config: dict) -> nn.Module:
     if ckpt is not None:
         getattr(model, stack).checkpoint_activations = bool(ckpt); model.config["checkpoint_activations"] = ckpt
     return model
+
+# %% ../nbs/9b_fast_decoding.ipynb #b9c27002
+from . import kvcache
+
+# %% ../nbs/9b_fast_decoding.ipynb #b9c27003
+def _new_cache(self, capacity: int = 0, static: bool = True) -> list[dict]:
+    """An empty key/value cache for `decode`, one dict per decoder layer: `{"self": KVCache, "src": MemoryCache}`.
+    `static`: self-attention keys and values are written in place into a buffer preallocated for `capacity`
+    positions (it doubles when full), instead of being concatenated at every step."""
+    return empty_cache(len(self.decoder.layers), capacity, static)
+
+EncoderDecoder.new_cache = _new_cache
+
+def empty_cache(n_layers: int, capacity: int = 0, static: bool = True) -> list[dict]:
+    "An empty key/value cache for `n_layers` layers (see `EncoderDecoder.new_cache`)."
+    return [{"self": kvcache.KVCache(capacity, static), "src": kvcache.MemoryCache()} for _ in range(n_layers)]
+
+def select_cache_rows(cache: list[dict], rows: Tensor) -> None:
+    """Keep only the batch rows `rows` (1-d indices, in their order) of every key/value tensor of a cache, in place:
+    how a decoding loop drops the sequences that have finished."""
+    for layer in cache:
+        for part in layer.values(): part.select_rows(rows)

@@ -31,11 +31,11 @@ def sinusoid_table(max_len: int, d_model: int) -> Tensor:
     return pe.float()
 
 # %% ../nbs/02_positional_encoding.ipynb #7b081971
-def _check_length(seq_len: int, start: int, max_len: int) -> None:
-    "Raise a `ValueError` naming `max_len` if positions `start .. start+seq_len-1` do not fit in the table."
-    if start + seq_len > max_len:
-        raise ValueError(f"sequence reaches position {start + seq_len}, beyond the positional table's max_len={max_len}; "
-                         f"build the model with a larger max_len (e.g. make_model(..., max_len={start + seq_len})) or shorten the input.")
+def _check_length(seq_len: int, max_len: int) -> None:
+    "Raise a `ValueError` naming `max_len` if positions `0 .. seq_len-1` do not fit in the table."
+    if seq_len > max_len:
+        raise ValueError(f"sequence reaches position {seq_len}, beyond the positional table's max_len={max_len}; "
+                         f"build the model with a larger max_len (e.g. make_model(..., max_len={seq_len})) or shorten the input.")
 
 class PositionalEncoding(nn.Module):
     "Add the fixed sinusoids to `(batch, seq, d_model)` embeddings, then apply dropout to the sum."
@@ -48,7 +48,7 @@ class PositionalEncoding(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         "`x` `(batch, seq, d_model)` -> same shape; `x[:, j]` gets position `j`."
-        _check_length(x.size(1), 0, self.max_len)
+        _check_length(x.size(1), self.max_len)
         return self.dropout(x + self.pe[:, :x.size(1)].to(x.dtype))   # (1, seq, d_model) broadcasts over batch
 
 # %% ../nbs/02_positional_encoding.ipynb #8897b3ba
@@ -62,19 +62,19 @@ class LearnedPositionalEmbedding(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         "`x` `(batch, seq, d_model)` -> same shape; `x[:, j]` gets the learned vector of position `j`."
-        _check_length(x.size(1), 0, self.max_len)
+        _check_length(x.size(1), self.max_len)
         idx = torch.arange(x.size(1), device=x.device)                 # (seq,)
         return self.dropout(x + self.pos(idx)[None])                   # (1, seq, d_model) broadcasts over batch
 
 # %% ../nbs/07_decoding.ipynb #786ef1f1
 def _sinusoid_forward(self, x: Tensor, start: int = 0) -> Tensor:
     "`PositionalEncoding.forward`: `x` `(batch, seq, d_model)` -> same shape; `x[:, j]` gets position `start + j`."
-    _check_length(x.size(1), start, self.max_len)
+    _check_length(start + x.size(1), self.max_len)   # the last position is start + seq - 1
     return self.dropout(x + self.pe[:, start:start + x.size(1)].to(x.dtype))   # (1, seq, d_model) broadcasts over batch
 
 def _learned_forward(self, x: Tensor, start: int = 0) -> Tensor:
     "`LearnedPositionalEmbedding.forward`: `x[:, j]` gets the learned vector of position `start + j`."
-    _check_length(x.size(1), start, self.max_len)
+    _check_length(start + x.size(1), self.max_len)   # the last position is start + seq - 1
     idx = torch.arange(start, start + x.size(1), device=x.device)  # (seq,)
     return self.dropout(x + self.pos(idx)[None])                   # (1, seq, d_model) broadcasts over batch
 
