@@ -8,7 +8,6 @@ Docs: https://annotated-transformer.github.io/annotated-transformer/embeddings.h
 from __future__ import annotations
 
 import math
-from contextlib import contextmanager
 
 import torch
 from torch import nn, Tensor
@@ -39,10 +38,9 @@ class Embeddings(nn.Module):
         super().__init__()
         self.lut = nn.Embedding(vocab, d_model)  # the lookup table W: (vocab, d_model)
         self.d_model, self.vocab = d_model, vocab
-        self.check_ids = True                    # check the ids first (a loop that checked them already turns it off)
 
     def forward(self, x: Tensor) -> Tensor:
-        if self.check_ids: check_token_ids(x, self.vocab)
+        check_token_ids(x, self.vocab)           # a bad id fails here, in one line, not deep inside the lookup
         return self.lut(x) * math.sqrt(self.d_model)  # (batch, seq, d_model)
 
 # %% ../nbs/9b_fast_decoding.ipynb #b9c27005
