@@ -114,9 +114,8 @@ def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: 
                lr: float = 1e-3) -> dict:
     """Train a small copy-task model for `steps` Adam steps on fixed global batches of `batch_size` sequences, in one
     process (`mode="single"`) or, under `torchrun`, each of P ranks on its `batch_size / P` rows (`"ddp"`, `"fsdp"`).
-    Writes `out/rank<r>.json`: the whole batch's loss per token at each step, this rank's bytes of parameters,
-    gradients and Adam state before the last step, steps/s after the first, resident memory at the start and its peak while training; rank 0 gathers the weights and
-    Adam's moments into `out/weights.safetensors` and `out/optimizer.safetensors` (a check, small models only).
+    Writes `out/rank<r>.json` (the whole batch's loss per token at each step; this rank's bytes of state before the
+    last step, steps/s, resident memory); rank 0 gathers the weights and Adam's moments into `out/*.safetensors`.
     `save`: a folder for `save_shards` at the end. Returns this rank's record."""
     import time
     from torch.nn.parallel import DistributedDataParallel as DDP
