@@ -46,7 +46,7 @@ def amp_train_step(model: nn.Module, batches: list[Batch], criterion: nn.Module,
 from .data import load_result
 
 # %% ../nbs/9d_going_big_measured.ipynb #08ead87a
-PRECISION_CURVES = {"cpu": "precision_curves-amd-epyc-2cores.json",              # a 2-core AMD EPYC VM, emulated bf16
+PRECISION_CURVES = {"cpu": "precision_curves-amd-epyc-2cores.json",              # a 2-core AMD EPYC VM
                     "cuda": "precision_curves-nvidia-h100-80gb-hbm3.json"}       # one NVIDIA H100
 
 def precision_curves_run(device: str = "cpu") -> dict | None:

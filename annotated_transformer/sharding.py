@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import sys
 from contextlib import contextmanager
 from datetime import timedelta
@@ -24,13 +23,10 @@ from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model
 from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
 from torch.distributed.tensor import DTensor
 
-from .checkpoint import (CONFIG_FILE, FORMAT_VERSION, UNIT_PREFIX, CheckpointError, _fsync_tree,
-                                              _read_json, checkpoint_units, resolve_checkpoint, save_model)
 from .model import model_from_config
 
 # %% auto #0
-__all__ = ['SHARDS', 'SHARDED_STATE', 'shard_units', 'shard_model', 'is_sharded', 'gathered', 'state_bytes', 'join_process_group',
-           'demo_train', 'save_sharded', 'is_sharded_checkpoint', 'load_sharded', 'consolidate']
+__all__ = ['shard_units', 'shard_model', 'is_sharded', 'gathered', 'state_bytes', 'join_process_group', 'demo_train', 'save_shards', 'load_shards', 'consolidate_shards', 'SHARDS', 'SHARDED_STATE', 'save_sharded', 'is_sharded_checkpoint', 'load_sharded', 'consolidate']
 
 # %% ../nbs/08_sharding.ipynb #46c857b9
 def shard_units(model: nn.Module) -> list[nn.Module]:
@@ -118,13 +114,12 @@ def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: 
                lr: float = 1e-3) -> dict:
     """Train a small copy-task model for `steps` Adam steps on fixed global batches of `batch_size` sequences, in one
     process (`mode="single"`) or, under `torchrun`, each of P ranks on its `batch_size / P` rows (`"ddp"`, `"fsdp"`).
-    Writes `out/rank<r>.json`: the whole batch's loss per token at each step, this rank's bytes of parameters,
-    gradients and Adam state before the last step, steps/s after the first, resident memory at the start and its peak while training; rank 0 gathers the weights and
-    Adam's moments into `out/weights.safetensors` and `out/optimizer.safetensors` (a check, small models only).
-    `save`: a run folder for `save_sharded` at the end. Returns this rank's record."""
+    Writes `out/rank<r>.json` (the whole batch's loss per token at each step; this rank's bytes of state before the
+    last step, steps/s, resident memory); rank 0 gathers the weights and Adam's moments into `out/*.safetensors`.
+    `save`: a folder for `save_shards` at the end. Returns this rank's record."""
     import time
     from torch.nn.parallel import DistributedDataParallel as DDP
-    from annotated_transformer.training import Batch, LabelSmoothing, copy_task_batches, train_step
+    from annotated_transformer.training import Batch, LabelSmoothing, copy_task_batches, task_batch_loss
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     rank, world = join_process_group("gloo") if mode != "single" else (0, 1)
     if batch_size % world: raise ValueError(f"batch_size={batch_size} must be a multiple of the {world} processes.")
@@ -139,7 +134,9 @@ def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: 
     losses, start = [], time.perf_counter()
     for step in range(steps):
         b = next(copy_task_batches(vocab, batch_size, 1, seq_len=seq_len, generator=torch.Generator().manual_seed(step)))
-        loss, n = train_step(model, [Batch(b.src[rows], torch.cat([b.src[rows, :1], b.tgt_y[rows]], 1))], crit, opt)
+        part = Batch(b.src[rows], torch.cat([b.src[rows, :1], b.tgt_y[rows]], 1))
+        loss, n = task_batch_loss(model, part, crit), part.ntokens          # DDP: reaches the wrapped generator
+        (loss / n).backward(); opt.step(); opt.zero_grad(set_to_none=True)
         total = torch.stack([loss.detach().float(), torch.tensor(float(n))])
         if world > 1: dist.all_reduce(total)              # the whole batch's loss per token
         losses.append(float(total[0] / total[1]))
@@ -147,13 +144,55 @@ def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: 
     rec = {"mode": mode, "world": world, "rank": rank, "losses": losses,
            "steps_per_s": (steps - 1) / (time.perf_counter() - start), "bytes": held,
            "rss_at_start_mib": rss0, "peak_rss_mib": _peak_rss_mib()}
-    if save: save_sharded(save, steps, model, opt, state={"step": steps})
+    if save: save_shards(save, model, opt)
     _gather_for_check(out, model, opt, rank)
     (out / f"rank{rank}.json").write_text(json.dumps(rec) + "\n", encoding="utf-8")
     if world > 1: dist.destroy_process_group()
     return rec
 
 # %% ../nbs/08_sharding.ipynb #464c54c4
+def save_shards(folder: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    "Every rank calls it and writes its own pieces of the weights and of Adam's state; rank 0 also the index."
+    msd, osd = get_state_dict(model, optimizer)             # {name: this rank's piece}: nothing is gathered
+    dcp.save({"model": msd, "optimizer": osd}, checkpoint_id=folder)
+
+def load_shards(folder: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    "Every rank calls it; each reads, from whichever files hold them, the parts its own tensors need."
+    msd, osd = get_state_dict(model, optimizer)
+    sd = {"model": msd, "optimizer": osd}
+    dcp.load(sd, checkpoint_id=folder)                        # fills the tensors of `sd` in place
+    set_state_dict(model, optimizer, model_state_dict=sd["model"], optim_state_dict=sd["optimizer"])
+
+def consolidate_shards(folder: str | Path, model: nn.Module) -> nn.Module:
+    "In one process and without a process group: the whole weights, read from every rank's file, into `model`."
+    sd = {"model": model.state_dict()}
+    dcp.load(sd, checkpoint_id=folder, no_dist=True)
+    model.load_state_dict(sd["model"])
+    return model
+
+# %% ../nbs/08_sharding.ipynb #d9b9ffa1
+if __name__ == "__main__" and sys.argv[0].endswith("sharding.py"):   # run as a module, not inside this notebook
+    # python -m annotated_transformer.sharding OUT [MODE [STEPS [BATCH [SAVE]]]], alone or under torchrun
+    a = sys.argv[1:]
+    demo_train(a[0], *a[1:2], *map(int, a[2:4]), *a[4:5])
+
+# %% ../nbs/9d_going_big_measured.ipynb #a9d5c002
+import json
+import os
+import shutil
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch import nn
+from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_state_dict
+
+from .checkpoint import (CONFIG_FILE, FORMAT_VERSION, UNIT_PREFIX, CheckpointError, _fsync_tree,
+                                              _read_json, checkpoint_units, resolve_checkpoint, save_model)
+from .model import model_from_config
+
+# %% ../nbs/9d_going_big_measured.ipynb #a9d5c004
 SHARDS = "shards"   # the folder of a sharded checkpoint that torch.distributed.checkpoint writes (one file per rank)
 SHARDED_STATE = "sharded_state.json"
 
@@ -164,11 +203,11 @@ def _barrier() -> None:
 def save_sharded(out: str | Path, step: int, model: nn.Module, optimizer: torch.optim.Optimizer,
                  scheduler=None, state: dict | None = None, config: dict | None = None, keep: int = 1,
                  files: list[Path] = ()) -> Path:
-    """Save the run's model and optimizer as `out/step-<step>`, each rank writing its own shard with
-    `torch.distributed.checkpoint` (nobody gathers the whole model). Every rank calls it. All ranks write into one
-    hidden folder, which rank 0 renames to `step-<step>` once every rank has finished, so a kill at any moment leaves
-    the previous checkpoint whole. `state` (counters), the `scheduler` and `config` (e.g. the task) go to JSON files
-    written by rank 0, which also copies the `files` (e.g. a tokenizer) into the checkpoint. Keeps the newest `keep`
+    """Save the run's model and optimizer as `out/step-<step>`, each rank writing its own shard with chapter 8's
+    `save_shards` (nobody gathers the whole model). Every rank calls it. All ranks write into one hidden folder, which
+    rank 0 renames to `step-<step>` once every rank has finished, so a kill at any moment leaves the previous
+    checkpoint whole. `state` (counters), the `scheduler` and `config` (e.g. the task) go to JSON files written by
+    rank 0, which also copies the `files` (e.g. a tokenizer) into the checkpoint. Keeps the newest `keep`
     checkpoints. `out` must be one folder that every rank can see."""
     out = Path(out); final = out / f"{UNIT_PREFIX}{step}"
     tmp = out / f".{final.name}.sharded.tmp"
@@ -177,8 +216,7 @@ def save_sharded(out: str | Path, step: int, model: nn.Module, optimizer: torch.
         if tmp.exists(): shutil.rmtree(tmp)     # a save killed half-way
     _barrier()
     if final.exists(): return final             # a step that has a checkpoint keeps it
-    msd, osd = get_state_dict(model, optimizer)  # {name: local shard}: no gathering
-    dcp.save({"model": msd, "optimizer": osd}, checkpoint_id=tmp / SHARDS)   # each rank its file; rank 0 the index
+    save_shards(tmp / SHARDS, model, optimizer) # each rank its file; rank 0 the index
     if _rank() == 0:
         cfg = {**(config or {}), "format_version": FORMAT_VERSION, "model": dict(model.config),
                "sharded": {"world_size": dist.get_world_size() if dist.is_initialized() else 1}}
@@ -194,49 +232,35 @@ def save_sharded(out: str | Path, step: int, model: nn.Module, optimizer: torch.
     _barrier()
     return final
 
-# %% ../nbs/08_sharding.ipynb #f87646d7
+# %% ../nbs/9d_going_big_measured.ipynb #a9d5c005
 def is_sharded_checkpoint(path: str | Path) -> bool:
     "Whether the checkpoint folder (or the newest checkpoint of the run folder) `path` was written by `save_sharded`."
     return (resolve_checkpoint(path) / SHARDS / ".metadata").is_file()
 
-
 def load_sharded(path: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer | None = None,
                  scheduler=None) -> dict:
     """Load a checkpoint written by `save_sharded` into `model` and `optimizer`, sharded or not, at any number of
-    processes: `torch.distributed.checkpoint` reads the part of every saved shard that this rank's tensors need.
-    A run folder stands for its newest checkpoint. Returns the saved `state` counters."""
+    processes (chapter 8's `load_shards`). A run folder stands for its newest checkpoint. Returns the saved `state`
+    counters."""
     path = resolve_checkpoint(path)
     if not is_sharded_checkpoint(path):
         raise CheckpointError(f"{path} holds no sharded checkpoint ({SHARDS}/.metadata is missing); "
                               f"was it written by train --shard?")
     meta = _read_json(path / SHARDED_STATE)
-    if optimizer is None:
+    if optimizer is None:                       # weights only (evaluation)
         sd = {"model": get_model_state_dict(model)}
         dcp.load(sd, checkpoint_id=path / SHARDS)
         set_state_dict(model, optimizers=[], model_state_dict=sd["model"], optim_state_dict={})
-    else:
-        msd, osd = get_state_dict(model, optimizer)
-        sd = {"model": msd, "optimizer": osd}
-        dcp.load(sd, checkpoint_id=path / SHARDS)
-        set_state_dict(model, optimizer, model_state_dict=sd["model"], optim_state_dict=sd["optimizer"])
+    else: load_shards(path / SHARDS, model, optimizer)
     if scheduler is not None and meta.get("scheduler") is not None: scheduler.load_state_dict(meta["scheduler"])
     return meta["state"]
 
 def consolidate(path: str | Path) -> Path:
     """Write the package's plain checkpoint (`model.safetensors` + `config.json`, what `load_model`, `average`, `eval`
     and `translate` read) into the sharded checkpoint folder `path` (a run folder: its newest), in one process
-    and without a process group: the model is rebuilt from `config.json` and its weights read from the shards.
-    Returns the folder."""
+    and without a process group: the model is rebuilt from `config.json` and its weights read from the shards
+    (chapter 8's `consolidate_shards`). Returns the folder."""
     path = resolve_checkpoint(path)
     cfg = _read_json(path / CONFIG_FILE)
-    model = model_from_config(cfg["model"])
-    sd = {"model": model.state_dict()}
-    dcp.load(sd, checkpoint_id=path / SHARDS, no_dist=True)
-    model.load_state_dict(sd["model"])
+    model = consolidate_shards(path / SHARDS, model_from_config(cfg["model"]))
     return save_model(model, path, {k: v for k, v in cfg.items() if k not in ("format_version", "model")})
-
-# %% ../nbs/08_sharding.ipynb #d9b9ffa1
-if __name__ == "__main__" and sys.argv[0].endswith("sharding.py"):   # run as a module, not inside this notebook
-    # python -m annotated_transformer.sharding OUT [MODE [STEPS [BATCH [SAVE]]]], alone or under torchrun
-    a = sys.argv[1:]
-    demo_train(a[0], *a[1:2], *map(int, a[2:4]), *a[4:5])
