@@ -374,6 +374,7 @@ def write_synthetic_multi30k(folder: str | os.PathLike, n_train: int = 400, n_ev
 # %% ../nbs/9e_data_plumbing.ipynb #0ac2a699
 #: the stored results that the chapters show (`bench/results/` of the repository), pinned by sha256
 RESULT_FILES = {
+    "fsdp-amd-epyc-2cores.json": "0aad3f03f0f767d4d8ce37c690834a12f09222413d8e5668eee04066c5b465dd",
     "imdb_bow-amd-epyc-2cores.json": "5563caca23592f40424b5ad594091941894a7654d1bdb677a3e5de326c9c94ab",
     "imdb_mlm-small-amd-epyc-2cores.json":
         "e951ae807b26ff2e924565fdf9d111f554118eb2f47827f1a9e3effb099a03c1",
