@@ -65,7 +65,7 @@ class EncoderDecoder(nn.Module):
 
 # %% ../nbs/05_model.ipynb #83a21efb
 def init_weights(model: nn.Module, tables: list[nn.Embedding], d_model: int, embed_init: str = "normal") -> None:
-    """Glorot-uniform for every matrix of `model` (a learned position table too), then the embedding `tables` drawn with std d_model^-1/2
+    """Glorot-uniform for every matrix of `model`, then the embedding `tables` drawn with std d_model^-1/2
     (`embed_init="normal"`, the authors' choice) or left Glorot-uniform (`"xavier"`). Biases and norms keep their defaults."""
     if embed_init not in ("normal", "xavier"):
         raise ValueError(f"embed_init must be 'normal' or 'xavier', got {embed_init!r}.")
