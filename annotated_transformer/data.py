@@ -18,7 +18,7 @@ from torch.utils.data import DataLoader, Sampler
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 # %% auto #0
-__all__ = ['SPECIAL_TOKENS', 'PAD', 'BOS', 'EOS', 'UNK', 'SPACE', 'JOINER', 'merge_pair', 'learn_bpe', 'bpe_encode', 'new_tokenizer', 'check_tokenizer', 'train_tokenizer', 'encode_batch', 'encode', 'decode', 'decode_batch', 'encode_pairs', 'greedy_batches', 'TokenBudgetSampler', 'pad_sequences', 'collate', 'translation_loader', 'MULTI30K_COMMIT', 'MULTI30K_URL', 'MULTI30K_SPLITS', 'MULTI30K_SHA256', 'DATA_ENV', 'RESULT_FILES', 'REPOSITORY', 'DataError', 'cache_root', 'multi30k_cache_dir', 'sha256_file', 'download_multi30k', 'read_lines', 'load_multi30k', 'cached_multi30k', 'write_synthetic_multi30k', 'repository_url', 'find_results', 'stored_result', 'load_result', 'balance_batches', 'save_tokenizer', 'load_tokenizer', 'IMDB_URL', 'IMDB_SHA256', 'IMDB_LABELS', 'imdb_cache_dir', 'load_imdb', 'TINYSHAKESPEARE_URL', 'TINYSHAKESPEARE_SHA256', 'ENWIK8_URL', 'ENWIK8_SIZE', 'ENWIK8_SHA1', 'CORPORA', 'corpus_file', 'load_corpus']
+__all__ = ['SPECIAL_TOKENS', 'PAD', 'BOS', 'EOS', 'UNK', 'SPACE', 'JOINER', 'merge_pair', 'learn_bpe', 'bpe_encode', 'new_tokenizer', 'joiner_decoder', 'check_tokenizer', 'train_tokenizer', 'encode_batch', 'encode', 'decode', 'decode_batch', 'encode_pairs', 'greedy_batches', 'TokenBudgetSampler', 'pad_sequences', 'collate', 'translation_loader', 'MULTI30K_COMMIT', 'MULTI30K_URL', 'MULTI30K_SPLITS', 'MULTI30K_SHA256', 'DATA_ENV', 'RESULT_FILES', 'REPOSITORY', 'DataError', 'cache_root', 'multi30k_cache_dir', 'sha256_file', 'download_multi30k', 'read_lines', 'load_multi30k', 'cached_multi30k', 'write_synthetic_multi30k', 'repository_url', 'find_results', 'stored_result', 'load_result', 'balance_batches', 'save_tokenizer', 'load_tokenizer', 'IMDB_URL', 'IMDB_SHA256', 'IMDB_LABELS', 'imdb_cache_dir', 'load_imdb', 'TINYSHAKESPEARE_URL', 'TINYSHAKESPEARE_SHA256', 'ENWIK8_URL', 'ENWIK8_SIZE', 'ENWIK8_SHA1', 'CORPORA', 'corpus_file', 'load_corpus']
 
 # %% ../nbs/09_data.ipynb #156d201b
 def merge_pair(symbols: list[str], a: str, b: str) -> list[str]:
@@ -65,12 +65,20 @@ def new_tokenizer() -> Tokenizer:
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Metaspace(replacement=SPACE, prepend_scheme="always"),   # "a (■ dog)." -> "▁a", "▁(■", "▁dog)."
         pre_tokenizers.Split(Regex(rf"{SPACE}?[^\w\s{SPACE}{JOINER}]{JOINER}?"), behavior="isolated")])  # "▁dog", ")", "."
-    tok.decoder = decoders.Sequence([
+    tok.decoder = joiner_decoder()
+    return tok
+
+
+# %% ../nbs/09_data.ipynb #a7666722
+def joiner_decoder() -> decoders.Decoder:
+    "The inverse of `new_tokenizer`'s normaliser and pre-tokeniser, applied to a sequence's tokens."
+    return decoders.Sequence([
         decoders.Replace(SPACE, " "), decoders.Fuse(),        # one string, spaces back
         decoders.Replace(JOINER + " ", ""), decoders.Replace(JOINER, ""),   # "(■ dog" -> "(dog"; a stray ■ goes too
         decoders.Strip(" ", 1, 0)])                           # the space "always" put in front of the sentence
-    return tok
 
+
+# %% ../nbs/09_data.ipynb #0b21ceab
 def check_tokenizer(tokenizer: Tokenizer) -> Tokenizer:
     "Raise a `ValueError` unless the special tokens have the ids `<pad>`=0, `<s>`=1, `</s>`=2, `<unk>`=3; return `tokenizer`."
     for i, t in enumerate(SPECIAL_TOKENS):
@@ -90,6 +98,7 @@ def train_tokenizer(pairs: Sequence[tuple[str, str]] | Sequence[str], vocab_size
                                   special_tokens=list(SPECIAL_TOKENS), show_progress=False)
     tok.train_from_iterator(texts, trainer, length=len(texts))
     return check_tokenizer(tok)
+
 
 # %% ../nbs/09_data.ipynb #3b4acf40
 def encode_batch(tokenizer: Tokenizer, texts: Sequence[str], bos: bool = True, eos: bool = True) -> list[list[int]]:
