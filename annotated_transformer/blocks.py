@@ -16,12 +16,7 @@ from torch import nn, Tensor
 from .attention import MultiHeadedAttention
 
 # %% auto #0
-__all__ = ['clones', 'LayerNorm', 'layer_norm_reference', 'SublayerConnection', 'PositionwiseFeedForward', 'EncoderLayer', 'Encoder', 'DecoderLayer', 'Decoder']
-
-# %% ../nbs/04_blocks.ipynb #536764c8
-def clones(module: nn.Module, n: int) -> nn.ModuleList:
-    "`n` independent deep copies of `module` (same architecture and initial values, separate parameters)."
-    return nn.ModuleList(copy.deepcopy(module) for _ in range(n))
+__all__ = ['LayerNorm', 'layer_norm_reference', 'SublayerConnection', 'PositionwiseFeedForward', 'clones', 'EncoderLayer', 'Encoder', 'DecoderLayer', 'Decoder']
 
 # %% ../nbs/04_blocks.ipynb #d13f05ff
 class LayerNorm(nn.Module):
@@ -70,6 +65,11 @@ class PositionwiseFeedForward(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         return self.w_2(self.dropout(F.relu(self.w_1(x))))    # (b, t, d_model) -> (b, t, d_ff) -> (b, t, d_model)
+
+# %% ../nbs/04_blocks.ipynb #536764c8
+def clones(module: nn.Module, n: int) -> nn.ModuleList:
+    "`n` independent deep copies of `module` (same architecture and initial values, separate parameters)."
+    return nn.ModuleList(copy.deepcopy(module) for _ in range(n))
 
 # %% ../nbs/04_blocks.ipynb #bcd89602
 class EncoderLayer(nn.Module):
