@@ -34,7 +34,7 @@ def sinusoid_table(max_len: int, d_model: int) -> Tensor:
 def _check_length(seq_len: int, max_len: int) -> None:
     "Raise a `ValueError` naming `max_len` if positions `0 .. seq_len-1` do not fit in the table."
     if seq_len > max_len:
-        raise ValueError(f"sequence reaches position {seq_len}, beyond the positional table's max_len={max_len}; "
+        raise ValueError(f"sequence reaches position {seq_len - 1}, but the positional table stops at {max_len - 1} (max_len={max_len}); "
                          f"build the model with a larger max_len (e.g. make_model(..., max_len={seq_len})) or shorten the input.")
 
 class PositionalEncoding(nn.Module):
