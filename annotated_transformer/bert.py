@@ -121,7 +121,7 @@ class NormedPositions(LearnedPositionalEmbedding):
 
     def forward(self, x: Tensor, start: int = 0) -> Tensor:
         if start + x.size(1) > self.max_len:
-            raise ValueError(f"the input reaches position {start + x.size(1)}, beyond the {self.max_len} learned positions "
+            raise ValueError(f"the input needs {start + x.size(1)} positions, beyond the {self.max_len} learned positions "
                              f"(a Hugging Face model's max_position_embeddings): pass at most {self.max_len} tokens.")
         return self.dropout(self.norm(x + self.pos(torch.arange(start, start + x.size(1), device=x.device))))
 

@@ -66,7 +66,7 @@ class CausalLM(LanguageModel):
     def forward(self, x: Tensor, cache: list[dict] | None = None) -> Tensor:
         end, limit = cached_length(cache) + x.size(1), self.config.get("context")
         if limit and end > limit:
-            raise ValueError(f"the input reaches position {end}, beyond the {limit} positions this model reads (its context; "
+            raise ValueError(f"the input needs {end} positions, beyond the {limit} positions this model reads (its context; "
                              f"a Hugging Face model's n_positions or max_position_embeddings): pass at most the last {limit} "
                              f"ids, e.g. ids[:, -{limit}:] (generate() keeps its window within it by itself).")
         return self.head(super().forward(x, cache))                 # (batch, t, d_model) -> (batch, t, vocab)
