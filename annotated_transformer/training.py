@@ -16,7 +16,7 @@ from .attention import subsequent_mask
 from .model import EncoderDecoder
 
 # %% auto #0
-__all__ = ['Batch', 'rate', 'noam_optimizer', 'LabelSmoothing', 'TrainState', 'batch_loss', 'train_step', 'run_epoch', 'greedy_decode', 'copy_task_batches', 'copy_task_accuracy', 'PRECISIONS', 'FusedLabelSmoothing', 'unwrap_model', 'task_batch_loss', 'noam_optimizer', 'TrainState', 'run_epoch', 'copy_task_accuracy']
+__all__ = ['Batch', 'rate', 'noam_optimizer', 'LabelSmoothing', 'TrainState', 'batch_loss', 'train_step', 'run_epoch', 'greedy_decode', 'copy_task_batches', 'copy_task_accuracy', 'PRECISIONS', 'noam_optimizer', 'TrainState', 'run_epoch', 'copy_task_accuracy', 'FusedLabelSmoothing', 'unwrap_model', 'task_batch_loss', 'fused_noam_optimizer', 'RunState', 'resumable_run_epoch', 'batched_copy_task_accuracy']
 
 # %% ../nbs/06_training.ipynb #e09be47b
 class Batch:
@@ -277,8 +277,8 @@ Batch.to = _to_pinned
 
 _adam_noam_optimizer = inspect.unwrap(noam_optimizer)  # chapter 6's
 
-def noam_optimizer(model: nn.Module, model_size: int, factor: float = 1.0, warmup: int = 4000
-                   ) -> tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
+def fused_noam_optimizer(model: nn.Module, model_size: int, factor: float = 1.0, warmup: int = 4000
+                         ) -> tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
     "Chapter 6's `noam_optimizer`, its Adam fused where every parameter is on one CPU or CUDA device."
     opt, sched = _adam_noam_optimizer(model, model_size, factor, warmup)
     kinds = {p.device.type for p in model.parameters()}
@@ -286,23 +286,26 @@ def noam_optimizer(model: nn.Module, model_size: int, factor: float = 1.0, warmu
     opt = torch.optim.Adam(model.parameters(), **{**opt.defaults, "fused": True})   # chapter 6's settings, fused
     return opt, torch.optim.lr_scheduler.LambdaLR(opt, sched.lr_lambdas[0])
 
-noam_optimizer.__wrapped__ = _adam_noam_optimizer
+fused_noam_optimizer.__wrapped__ = _adam_noam_optimizer
+noam_optimizer = fused_noam_optimizer                  # the package's
 
 # %% ../nbs/9c_training_recipes.ipynb #b7c3e1a3
 @dataclass
-class TrainState:
+class RunState:
     "Chapter 6's counters, and those the runner logs and checkpoints."
     step: int = 0; micro_step: int = 0   # optimizer steps taken; batches seen (forward and backward passes)
     samples: int = 0; tokens: int = 0    # sequences seen; target tokens seen (padding excluded)
 
+TrainState = RunState                                  # the package's
 _plain_run_epoch = inspect.unwrap(run_epoch)           # chapter 6's
 
-def run_epoch(batches: Iterable[Batch], model: nn.Module, criterion: nn.Module, optimizer=None, scheduler=None, *,
-              state: TrainState | None = None, max_steps: int | None = None, progress: bool = True,
-              callback: Callable[[TrainState, Tensor], bool] | None = None, **options) -> tuple[float, TrainState]:
+def resumable_run_epoch(batches: Iterable[Batch], model: nn.Module, criterion: nn.Module, optimizer=None,
+                        scheduler=None, *, state: RunState | None = None, max_steps: int | None = None,
+                        progress: bool = True, callback: Callable[[RunState, Tensor], bool] | None = None,
+                        **options) -> tuple[float, RunState]:
     """Chapter 6's `run_epoch` (`options`: its `mode`, `accum_steps`, `clip_norm`), counting on from `state` (a resumed
     run's counters; `max_steps` counts from step 0) and counting sequences and tokens, with a progress bar."""
-    state = TrainState() if state is None else state
+    state = RunState() if state is None else state
     if options.get("mode") == "eval":
         bar = tqdm(batches, desc="eval", disable=not progress, leave=False)
         return _plain_run_epoch(bar, model, criterion, **options)[0], state
@@ -310,22 +313,23 @@ def run_epoch(batches: Iterable[Batch], model: nn.Module, criterion: nn.Module, 
     def counted(batches: Iterable[Batch]) -> Iterable[Batch]:    # chapter 6's loop draws only the batches it uses
         for b in batches: state.samples += b.src.size(0); state.tokens += b.ntokens; yield b
     with tqdm(desc="train", unit="step", disable=not progress, mininterval=1.0) as bar:
-        def after_step(s: TrainState, loss_per_token: Tensor) -> bool:
+        def after_step(s: RunState, loss_per_token: Tensor) -> bool:
             state.step, state.micro_step = step0 + s.step, micro0 + s.micro_step; bar.update(1)
             return callback is not None and callback(state, loss_per_token)
         loss, _ = _plain_run_epoch(counted(batches), model, criterion, optimizer, scheduler, callback=after_step,
                                    max_steps=None if max_steps is None else max_steps - step0, **options)
     return loss, state
 
-run_epoch.__wrapped__ = _plain_run_epoch
+resumable_run_epoch.__wrapped__ = _plain_run_epoch
+run_epoch = resumable_run_epoch                        # the package's
 
 # %% ../nbs/9c_training_recipes.ipynb #b7c3e1a4
 _plain_copy_task_accuracy = inspect.unwrap(copy_task_accuracy)   # chapter 6's
 
 @torch.no_grad()
-def copy_task_accuracy(model: nn.Module, n: int = 1000, vocab: int = 11, seq_len: int = 10, *,
-                       generator: torch.Generator | None = None, device=None, batch_size: int = 1000,
-                       decode: Callable = greedy_decode) -> float:
+def batched_copy_task_accuracy(model: nn.Module, n: int = 1000, vocab: int = 11, seq_len: int = 10, *,
+                               generator: torch.Generator | None = None, device=None, batch_size: int = 1000,
+                               decode: Callable = greedy_decode) -> float:
     "Chapter 6's `copy_task_accuracy`, decoding with `decode`, `batch_size` sequences at a time."
     was_training, correct, seen = model.training, 0, 0
     model.eval()
@@ -336,4 +340,5 @@ def copy_task_accuracy(model: nn.Module, n: int = 1000, vocab: int = 11, seq_len
     model.train(was_training)
     return correct / n
 
-copy_task_accuracy.__wrapped__ = _plain_copy_task_accuracy
+batched_copy_task_accuracy.__wrapped__ = _plain_copy_task_accuracy
+copy_task_accuracy = batched_copy_task_accuracy        # the package's
