@@ -12,27 +12,22 @@ from typing import Callable, Iterable, Iterator
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
-from tqdm import tqdm
 from .attention import subsequent_mask
 from .model import EncoderDecoder
 
 # %% auto #0
-__all__ = ['Batch', 'rate', 'noam_optimizer', 'LabelSmoothing', 'TrainState', 'batch_loss', 'train_step', 'run_epoch', 'greedy_decode', 'copy_task_batches', 'copy_task_accuracy', 'PRECISIONS', 'FusedLabelSmoothing', 'unwrap_model', 'task_batch_loss']
+__all__ = ['Batch', 'rate', 'noam_optimizer', 'LabelSmoothing', 'TrainState', 'batch_loss', 'train_step', 'run_epoch', 'greedy_decode', 'copy_task_batches', 'copy_task_accuracy', 'PRECISIONS', 'noam_optimizer', 'TrainState', 'run_epoch', 'copy_task_accuracy', 'FusedLabelSmoothing', 'unwrap_model', 'task_batch_loss', 'fused_noam_optimizer', 'RunState', 'resumable_run_epoch', 'batched_copy_task_accuracy']
 
 # %% ../nbs/06_training.ipynb #e09be47b
 class Batch:
-    """Source and target ids with their masks, for teacher-forced training (pad = `pad`). Built on the CPU, where
-    counting costs nothing, then moved (`.to(device)`). `right_padded`: no real token follows padding in any row."""
+    "Source and target ids with their masks, for teacher-forced training (pad = `pad`); `.to(device)` moves them."
     def __init__(self, src: Tensor, tgt: Tensor | None = None, pad: int = 0):
         self.src, self.pad = src, pad                             # (batch, src_len)
         self.src_mask = (src != pad).unsqueeze(-2)                # (batch, 1, src_len): True at real tokens
         if tgt is not None:
             self.tgt = tgt[:, :-1]                                # (batch, tgt_len - 1): decoder input, shifted right
             self.tgt_y = tgt[:, 1:]                               # (batch, tgt_len - 1): what each position predicts
-            real = self.tgt != pad                                # (batch, tgt_len - 1)
             self.ntokens = int((self.tgt_y != pad).sum())         # target tokens that count in the loss
-            # then no real query can see padding under the causal mask alone (see `batch_loss`)
-            self.right_padded = bool((real[:, 1:] <= real[:, :-1]).all()) if real.size(1) > 1 else True
             self._tgt_mask: Tensor | None = None
 
     @property
@@ -45,12 +40,9 @@ class Batch:
         return (tgt != pad).unsqueeze(-2) & subsequent_mask(tgt.size(-1), device=tgt.device)
 
     def to(self, device) -> Batch:
-        "Move every tensor to `device`, in place (to a GPU through pinned memory, without blocking); returns the batch."
-        if device is None: return self
-        device = torch.device(device); pin = device.type == "cuda" and torch.cuda.is_available()
+        "Move every tensor to `device`, in place; returns the batch."
         for k, v in vars(self).items():
-            if isinstance(v, Tensor) and v.device != device:
-                setattr(self, k, (v.pin_memory() if pin and v.device.type == "cpu" else v).to(device, non_blocking=True))
+            if isinstance(v, Tensor): setattr(self, k, v.to(device))
         return self
 
 # %% ../nbs/06_training.ipynb #2b0e7798
@@ -63,9 +55,7 @@ def rate(step: int, model_size: int, factor: float, warmup: int) -> float:
 def noam_optimizer(model: nn.Module, model_size: int, factor: float = 1.0, warmup: int = 4000
                    ) -> tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
     "Adam(betas=(0.9, 0.98), eps=1e-9) with a `LambdaLR` that sets the learning rate to `rate(step, ...)`."
-    kinds = {p.device.type for p in model.parameters()}   # fused: one kernel for all parameters, where it exists
-    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9,   # lr=1: LambdaLR sets the rate
-                           fused=len(kinds) == 1 and kinds <= {"cpu", "cuda"} or None)
+    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)   # lr=1: LambdaLR sets the rate
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: rate(step, model_size, factor, warmup))
     return opt, sched
 
@@ -104,14 +94,12 @@ class LabelSmoothing(nn.Module):
 # %% ../nbs/06_training.ipynb #f706b48b
 @dataclass
 class TrainState:
-    "Counters that a run carries from epoch to epoch and into its checkpoints."
+    "The counters of a run."
     step: int = 0; micro_step: int = 0   # optimizer steps taken; batches seen (forward and backward passes)
-    samples: int = 0; tokens: int = 0    # sequences seen; target tokens seen (padding excluded)
 
 def batch_loss(model: EncoderDecoder, batch: Batch, criterion: nn.Module) -> Tensor:
     "Teacher-forced forward pass: the loss summed over the batch's target tokens (a scalar)."
-    tgt_mask = None if batch.right_padded else batch.tgt_mask          # right-padded: the causal mask suffices
-    out = model(batch.src, batch.tgt, batch.src_mask, tgt_mask, is_causal=tgt_mask is None)  # (batch, t, d_model)
+    out = model(batch.src, batch.tgt, batch.src_mask, batch.tgt_mask)  # (batch, t, d_model)
     log_probs = model.generator(out)                                   # (batch, t, vocab)
     return criterion(log_probs.reshape(-1, log_probs.size(-1)), batch.tgt_y.reshape(-1))
 
@@ -147,32 +135,28 @@ def _groups(items: Iterable, k: int) -> Iterator[list]:
 # %% ../nbs/06_training.ipynb #5ff132af
 def run_epoch(batches: Iterable[Batch], model: EncoderDecoder, criterion: nn.Module,
               optimizer: torch.optim.Optimizer | None = None, scheduler=None, *, mode: str = "train",
-              state: TrainState | None = None, accum_steps: int = 1, clip_norm: float | None = None,
-              max_steps: int | None = None, progress: bool = True,
+              accum_steps: int = 1, clip_norm: float | None = None, max_steps: int | None = None,
               callback: Callable[[TrainState, Tensor], bool] | None = None) -> tuple[float, TrainState]:
     """Train (every `accum_steps` batches make one optimizer step) or evaluate (`mode="eval"`) on `batches`. Returns
-    the mean loss per target token and `state`. Training ends when `batches` runs out, at `max_steps`, or when
+    the mean loss per target token and the counters. Training ends when `batches` runs out, at `max_steps`, or when
     `callback(state, loss_per_token)` returns True."""
     if mode not in ("train", "eval") or (mode == "train" and optimizer is None):
         raise ValueError(f"mode must be 'eval', or 'train' with an optimizer; got {mode!r}, optimizer={optimizer}.")
-    state, total_loss, total_tokens = TrainState() if state is None else state, 0.0, 0
+    state, total_loss, total_tokens = TrainState(), 0.0, 0
     if mode == "eval":
         model.eval()
         with torch.no_grad():
-            for b in tqdm(batches, desc="eval", disable=not progress, leave=False):
-                total_loss += batch_loss(model, b, criterion); total_tokens += b.ntokens
+            for b in batches: total_loss += batch_loss(model, b, criterion); total_tokens += b.ntokens
         return float(total_loss) / max(total_tokens, 1), state
     model.train()
     groups = _groups(batches, accum_steps)
-    with tqdm(desc="train", unit="step", disable=not progress, mininterval=1.0) as bar:
-        while max_steps is None or state.step < max_steps:     # test first: draw no batch that is not used
-            group = next(groups, None)
-            if group is None: break
-            loss, ntokens = train_step(model, group, criterion, optimizer, scheduler, clip_norm)
-            total_loss += loss; total_tokens += ntokens         # on the device: no wait for a GPU here
-            state.step += 1; state.micro_step += len(group); state.tokens += ntokens
-            state.samples += sum(b.src.size(0) for b in group); bar.update(1)
-            if callback is not None and callback(state, loss / ntokens): break
+    while max_steps is None or state.step < max_steps:     # test first: draw no batch that is not used
+        group = next(groups, None)
+        if group is None: break
+        loss, ntokens = train_step(model, group, criterion, optimizer, scheduler, clip_norm)
+        total_loss += loss; total_tokens += ntokens         # on the device: no wait for a GPU here
+        state.step += 1; state.micro_step += len(group)
+        if callback is not None and callback(state, loss / ntokens): break
     return float(total_loss) / max(total_tokens, 1), state
 
 # %% ../nbs/06_training.ipynb #66458d38
@@ -207,19 +191,22 @@ def copy_task_batches(vocab: int = 11, batch_size: int = 80, n_batches: int | No
 
 @torch.no_grad()
 def copy_task_accuracy(model: EncoderDecoder, n: int = 1000, vocab: int = 11, seq_len: int = 10, *,
-                       generator: torch.Generator | None = None, device=None, batch_size: int = 1000,
-                       decode: Callable = greedy_decode) -> float:
-    "Exact match of greedy decoding (`decode`) on `n` fresh copy-task sequences: the fraction copied without an error."
-    was_training, correct, seen = model.training, 0, 0
+                       generator: torch.Generator | None = None, device=None) -> float:
+    "Exact match of greedy decoding on `n` fresh copy-task sequences: the fraction copied without an error."
+    was_training = model.training
     model.eval()
-    while seen < n:
-        b = next(copy_task_batches(vocab, min(batch_size, n - seen), 1, seq_len, generator=generator, device=device))
-        out = decode(model, b.src, b.src_mask, seq_len, start_symbol=1)          # (m, seq_len)
-        correct += int((out == b.src).all(dim=1).sum()); seen += b.src.size(0)
+    b = next(copy_task_batches(vocab, n, 1, seq_len, generator=generator, device=device))
+    out = greedy_decode(model, b.src, b.src_mask, seq_len, start_symbol=1)          # (n, seq_len)
     model.train(was_training)
-    return correct / n
+    return int((out == b.src).all(dim=1).sum()) / n
 
 # %% ../nbs/9c_training_recipes.ipynb #81d578a9
+import inspect
+from dataclasses import dataclass
+from typing import Callable, Iterable
+
+from tqdm import tqdm
+
 from .embeddings import check_token_ids, id_checks_off
 from .model import select_cache_rows
 from .smoothing import smoothed_kl
@@ -243,6 +230,19 @@ def unwrap_model(model: nn.Module) -> nn.Module:
         if not isinstance(inner, nn.Module): return model
         model = inner
 
+# %% ../nbs/9c_training_recipes.ipynb #b7c3e1a0
+_batch_init = inspect.unwrap(Batch.__init__)   # chapter 6's (unwrap: the same when this cell runs again)
+
+def _init_right_padded(self: Batch, src: Tensor, tgt: Tensor | None = None, pad: int = 0):
+    "Chapter 6's `Batch.__init__`, then `right_padded`: no real target token follows padding in any row."
+    _batch_init(self, src, tgt, pad)
+    if tgt is not None:                                      # counted on the CPU, before the batch moves
+        real = self.tgt != pad                               # (batch, tgt_len - 1)
+        self.right_padded = bool((real[:, 1:] <= real[:, :-1]).all())
+
+_init_right_padded.__wrapped__ = _batch_init
+Batch.__init__ = _init_right_padded
+
 # %% ../nbs/9c_training_recipes.ipynb #80da40f3
 def task_batch_loss(model: nn.Module, batch, criterion: nn.Module) -> Tensor:
     """The summed loss of one batch of any task, `model` maybe wrapped (DDP, `torch.compile`): the batch's own `loss`
@@ -261,3 +261,84 @@ def _check(self: Batch, src_vocab: int, tgt_vocab: int) -> Batch:
     return self
 
 Batch.check = _check   # the runner (chapter 92) checks every batch it draws
+
+# %% ../nbs/9c_training_recipes.ipynb #b7c3e1a2
+def _to_pinned(self: Batch, device) -> Batch:
+    "Chapter 6's `Batch.to`; to a GPU, each CPU tensor goes through pinned memory, without blocking."
+    if device is None: return self
+    device = torch.device(device); pin = device.type == "cuda" and torch.cuda.is_available()
+    for k, v in vars(self).items():
+        if isinstance(v, Tensor) and v.device != device:
+            setattr(self, k, (v.pin_memory() if pin and v.device.type == "cpu" else v).to(device, non_blocking=True))
+    return self
+
+_to_pinned.__wrapped__ = inspect.unwrap(Batch.to)      # chapter 6's
+Batch.to = _to_pinned
+
+_adam_noam_optimizer = inspect.unwrap(noam_optimizer)  # chapter 6's
+
+def fused_noam_optimizer(model: nn.Module, model_size: int, factor: float = 1.0, warmup: int = 4000
+                         ) -> tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
+    "Chapter 6's `noam_optimizer`, its Adam fused where every parameter is on one CPU or CUDA device."
+    opt, sched = _adam_noam_optimizer(model, model_size, factor, warmup)
+    kinds = {p.device.type for p in model.parameters()}
+    if len(kinds) != 1 or not kinds <= {"cpu", "cuda"}: return opt, sched
+    opt = torch.optim.Adam(model.parameters(), **{**opt.defaults, "fused": True})   # chapter 6's settings, fused
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, sched.lr_lambdas[0])
+
+fused_noam_optimizer.__wrapped__ = _adam_noam_optimizer
+noam_optimizer = fused_noam_optimizer                  # the package's
+
+# %% ../nbs/9c_training_recipes.ipynb #b7c3e1a3
+@dataclass
+class RunState:
+    "Chapter 6's counters, and those the runner logs and checkpoints."
+    step: int = 0; micro_step: int = 0   # optimizer steps taken; batches seen (forward and backward passes)
+    samples: int = 0; tokens: int = 0    # sequences seen; target tokens seen (padding excluded)
+
+TrainState = RunState                                  # the package's
+_plain_run_epoch = inspect.unwrap(run_epoch)           # chapter 6's
+
+def resumable_run_epoch(batches: Iterable[Batch], model: nn.Module, criterion: nn.Module, optimizer=None,
+                        scheduler=None, *, state: RunState | None = None, max_steps: int | None = None,
+                        progress: bool = True, callback: Callable[[RunState, Tensor], bool] | None = None,
+                        **options) -> tuple[float, RunState]:
+    """Chapter 6's `run_epoch` (`options`: its `mode`, `accum_steps`, `clip_norm`), counting on from `state` (a resumed
+    run's counters; `max_steps` counts from step 0) and counting sequences and tokens, with a progress bar."""
+    state = RunState() if state is None else state
+    if options.get("mode") == "eval":
+        bar = tqdm(batches, desc="eval", disable=not progress, leave=False)
+        return _plain_run_epoch(bar, model, criterion, **options)[0], state
+    step0, micro0 = state.step, state.micro_step
+    def counted(batches: Iterable[Batch]) -> Iterable[Batch]:    # chapter 6's loop draws only the batches it uses
+        for b in batches: state.samples += b.src.size(0); state.tokens += b.ntokens; yield b
+    with tqdm(desc="train", unit="step", disable=not progress, mininterval=1.0) as bar:
+        def after_step(s: RunState, loss_per_token: Tensor) -> bool:
+            state.step, state.micro_step = step0 + s.step, micro0 + s.micro_step; bar.update(1)
+            return callback is not None and callback(state, loss_per_token)
+        loss, _ = _plain_run_epoch(counted(batches), model, criterion, optimizer, scheduler, callback=after_step,
+                                   max_steps=None if max_steps is None else max_steps - step0, **options)
+    return loss, state
+
+resumable_run_epoch.__wrapped__ = _plain_run_epoch
+run_epoch = resumable_run_epoch                        # the package's
+
+# %% ../nbs/9c_training_recipes.ipynb #b7c3e1a4
+_plain_copy_task_accuracy = inspect.unwrap(copy_task_accuracy)   # chapter 6's
+
+@torch.no_grad()
+def batched_copy_task_accuracy(model: nn.Module, n: int = 1000, vocab: int = 11, seq_len: int = 10, *,
+                               generator: torch.Generator | None = None, device=None, batch_size: int = 1000,
+                               decode: Callable = greedy_decode) -> float:
+    "Chapter 6's `copy_task_accuracy`, decoding with `decode`, `batch_size` sequences at a time."
+    was_training, correct, seen = model.training, 0, 0
+    model.eval()
+    while seen < n:
+        b = next(copy_task_batches(vocab, min(batch_size, n - seen), 1, seq_len, generator=generator, device=device))
+        out = decode(model, b.src, b.src_mask, seq_len, start_symbol=1)          # (m, seq_len)
+        correct += int((out == b.src).all(dim=1).sum()); seen += b.src.size(0)
+    model.train(was_training)
+    return correct / n
+
+batched_copy_task_accuracy.__wrapped__ = _plain_copy_task_accuracy
+copy_task_accuracy = batched_copy_task_accuracy        # the package's
