@@ -74,12 +74,8 @@ class ClassificationBatch(Batch):
         self.src_mask = (src != pad).unsqueeze(-2)            # (batch, 1, seq): True at real tokens
         self.ntokens = int(labels.numel())                     # terms of the summed loss: one per review
 
-    def check(self, src_vocab: int, n_classes: int) -> ClassificationBatch:
-        check_token_ids(self.src, src_vocab, "tokens"); check_token_ids(self.labels, n_classes, "labels")
-        return self
-
     def loss(self, model: nn.Module, criterion: nn.Module) -> Tensor:
-        "The summed loss of the batch; `model` may be wrapped (DDP, `torch.compile`)."
+        "The summed loss of the batch."
         return criterion(model(self.src, self.src_mask), self.labels)
 
 # %% ../nbs/10_classification.ipynb #d806486b
@@ -260,3 +256,11 @@ class ImdbTask:
 def shipped_imdb_report() -> dict | None:
     "The stored measurements of the shipped IMDb classifier (`bench/ship_pretrained.py`), or None where they cannot be had."
     return load_result("pretrained-imdb-amd-epyc-2cores.json")
+
+# %% ../nbs/9g_classification_runs.ipynb #88043188
+def _check_classification(self: ClassificationBatch, src_vocab: int, n_classes: int) -> ClassificationBatch:
+    "The runner's check of a drawn batch: token ids in `[0, src_vocab)`, labels in `[0, n_classes)`; returns the batch."
+    check_token_ids(self.src, src_vocab, "tokens"); check_token_ids(self.labels, n_classes, "labels")
+    return self
+
+ClassificationBatch.check = _check_classification
