@@ -6,7 +6,7 @@ Docs: https://annotated-transformer.github.io/annotated-transformer/translation.
 
 # %% ../nbs/09_translation.ipynb #a09f31c5
 from __future__ import annotations
-import json, os
+import itertools, json, os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,10 +20,10 @@ from .decoding import beam_search
 from .checkpoint import load_model, resolve_checkpoint, atomic_write
 from .data import (PAD, BOS, EOS, load_multi30k, train_tokenizer, load_tokenizer, encode, encode_batch,
     decode_batch, encode_pairs, TokenBudgetSampler, pad_sequences, collate, load_result)
-from .tasks import register_task, task_settings, save_task_settings
+from .tasks import register_task, task_settings, save_task_settings   # for appendix 9f's Multi30kTask
 
 # %% auto #0
-__all__ = ['MULTI30K_PRESETS', 'Multi30kSettings', 'Multi30kTask', 'translate', 'bleu', 'load_translator', 'attention_maps', 'multi30k_run_report', 'shipped_translator_report']
+__all__ = ['MULTI30K_PRESETS', 'Multi30kSettings', 'Multi30k', 'translate', 'bleu', 'load_translator', 'attention_maps', 'Multi30kTask', 'multi30k_run_report', 'shipped_translator_report']
 
 # %% ../nbs/09_translation.ipynb #07ea0617
 #: preset name -> the settings it gives a `Multi30kTask` (model = `make_model`'s arguments besides the vocabulary)
@@ -39,15 +39,12 @@ MULTI30K_PRESETS = {
 # %% ../nbs/09_translation.ipynb #249100cc
 @dataclass
 class Multi30kSettings:
-    """The settings of `Multi30kTask` and what every task must do besides training: a field left at None takes the
-    preset's value (`MULTI30K_PRESETS`); `prepare(out)` loads the data and learns (or, with `resume`, reloads) the
-    tokenizer; a checkpoint carries `tokenizer.json` and `task.json`."""
+    "The settings of `Multi30k`: a field left at None takes the preset's value (`MULTI30K_PRESETS`)."
     preset: str = "small"
     data_dir: str | None = None        # folder with the Multi30k files; None: the download cache
     label_smoothing: float = 0.1
-    target_bleu: float | None = None   # stop early once validation BLEU reaches it (None: run to max_steps)
     eval_split: str = "val"
-    dropout: float | None = None
+    dropout: float | None = None       # None: the preset model's
     model: dict | None = None
     vocab_size: int | None = None
     max_train_pairs: int | None = None
@@ -56,10 +53,7 @@ class Multi30kSettings:
     warmup: int | None = None
     max_steps: int | None = None
     eval_every: int | None = None
-    eval_size: int | None = None       # validation sentences per evaluation (None: all)
-    higher_is_better: ClassVar[bool] = True
-    shards_data: ClassVar[bool] = True       # one fixed training set: DDP processes split each epoch's batches
-    side_files: ClassVar[tuple[str, ...]] = ("tokenizer.json", "task.json")
+    eval_size: int | None = None       # validation sentences per evaluation during training (None: all)
 
     def __post_init__(self):
         if self.preset not in MULTI30K_PRESETS:
@@ -68,98 +62,41 @@ class Multi30kSettings:
             if getattr(self, k) is None: setattr(self, k, v)
         self.tokenizer, self.train_pairs, self.eval_pairs = None, None, None
 
-    @classmethod
-    def upgrade(cls, saved: dict) -> dict: return saved
 
-    def prepare(self, out: str | os.PathLike | None = None, resume: bool = False, save: bool = True) -> Tokenizer:
-        """Load the data; learn the tokenizer (or, when `resume`, reload the one of the newest checkpoint in `out`)
-        and, when `save`, write it and `task.json` to `out` atomically (in data-parallel training only rank 0 saves)."""
+# %% ../nbs/09_translation.ipynb #163e672b
+@dataclass
+class Multi30k(Multi30kSettings):
+    "German -> English on Multi30k: one BPE vocabulary, tied embeddings, label smoothing, token-budget batches, BLEU."
+    def prepare(self) -> Tokenizer:
+        "Read the training and validation pairs; learn the shared BPE vocabulary from the training pairs."
         pairs = load_multi30k("train", self.data_dir)
         self.train_pairs = pairs[: self.max_train_pairs] if self.max_train_pairs else pairs
         self.eval_pairs = load_multi30k(self.eval_split, self.data_dir)
-        if resume and out is not None:        # the tokenizer of the newest checkpoint, which the weights go with
-            self.tokenizer = load_tokenizer(resolve_checkpoint(out))
-        else: self.tokenizer = train_tokenizer(self.train_pairs, self.vocab_size)
-        if out is not None and save:          # beside the run, from where every checkpoint copies them
-            Path(out).mkdir(parents=True, exist_ok=True)
-            atomic_write(Path(out, "tokenizer.json"), lambda tmp: self.tokenizer.save(str(tmp)))
-            save_task_settings(self, out)
+        self.tokenizer = train_tokenizer(self.train_pairs, self.vocab_size)
         return self.tokenizer
-
-    def load(self, folder: str | os.PathLike) -> None:
-        "Read the tokenizer of a checkpoint folder (the data is read when an evaluation needs it)."
-        self.tokenizer = load_tokenizer(folder)
-
-    def settings(self) -> dict:
-        "The task's settings as plain JSON values (written to `task.json` beside the checkpoint)."
-        return task_settings(self)
-
-    def _need(self) -> Tokenizer:
-        if self.tokenizer is None: raise RuntimeError("call task.prepare(out) before training or evaluating.")
-        return self.tokenizer
-
-    @property
-    def has_target(self) -> bool: return self.target_bleu is not None
-
-    def reached(self, metrics: dict) -> bool:
-        return self.target_bleu is not None and metrics["bleu"] >= self.target_bleu
-
-    def describe(self, metrics: dict) -> str:
-        return f"BLEU {metrics['bleu']:.2f} on {metrics['n']} {metrics['split']} sentences (beam {metrics['beam']})"
-
-    def predict(self, model: EncoderDecoder, inputs: Sequence[str], **options) -> list[str]:
-        "Translations of the German `inputs` (`translate`'s options: beam, length_penalty, batch_size, max_len)."
-        self._need()
-        return translate(model, self.tokenizer, list(inputs), **options)
-
-    def model_options(self) -> dict:
-        "`make_model`'s arguments besides the vocabulary: the preset's, with `dropout` when it is set."
-        return {**self.model, **({} if self.dropout is None else {"dropout": self.dropout})}
-
-    def _epochs(self, examples: list, generator: torch.Generator, rank: int, world: int, start: int) -> Iterator[Batch]:
-        """Endless token-budget batches of encoded `examples` (CPU), epochs in an order drawn from `generator`, skipping
-        `start` batches already consumed (resume); process `rank` of `world` takes every `world`-th batch."""
-        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
-        sampler = TokenBudgetSampler([(len(s), len(t)) for s, t in examples], self.max_tokens, seed=seed,
-                                     num_replicas=world, rank=rank)
-        epoch = 0
-        while True:                                                             # one epoch per pass
-            sampler.set_epoch(epoch)
-            order = sampler.batches()
-            for b in order[start:]: yield Batch(*collate([examples[i] for i in b]), PAD)
-            start, epoch = max(0, start - len(order)), epoch + 1
-
-    def _eval_pairs(self, split: str | None, n: int | None) -> list[tuple[str, str]]:
-        "The first `n` pairs of `split` (default: `eval_size` of the validation split, as `prepare` read it)."
-        split = split or self.eval_split
-        pairs = self.eval_pairs if split == self.eval_split and self.eval_pairs is not None else load_multi30k(split, self.data_dir)
-        return pairs[: n or self.eval_size or len(pairs)]
-
-# %% ../nbs/09_translation.ipynb #163e672b
-@register_task
-@dataclass
-class Multi30kTask(Multi30kSettings):
-    "German -> English on Multi30k: one BPE vocabulary, tied embeddings, label smoothing, token-budget batches, BLEU."
-    name: ClassVar[str] = "multi30k"
-    metric: ClassVar[str] = "bleu"
 
     def build_model(self) -> EncoderDecoder:
-        v = self._need().get_vocab_size()                # one vocabulary for both languages, so one embedding matrix
-        return make_model(v, v, tie_embeddings=True, **self.model_options())
+        v = self.tokenizer.get_vocab_size()        # one vocabulary for both languages, so one embedding matrix
+        return make_model(v, v, tie_embeddings=True, **{**self.model, **({} if self.dropout is None else {"dropout": self.dropout})})
 
     def criterion(self) -> FusedLabelSmoothing:
-        return FusedLabelSmoothing(self._need().get_vocab_size(), padding_idx=PAD, smoothing=self.label_smoothing)
+        return FusedLabelSmoothing(self.tokenizer.get_vocab_size(), padding_idx=PAD, smoothing=self.label_smoothing)
 
-    def batches(self, generator: torch.Generator, rank: int = 0, world: int = 1, start: int = 0) -> Iterator[Batch]:
+    def batches(self, generator: torch.Generator) -> Iterator[Batch]:
         "Endless batches of the training pairs under the token budget (part 1's sampler), reshuffled every epoch."
-        return self._epochs(encode_pairs(self._need(), self.train_pairs), generator, rank, world, start)
+        examples = encode_pairs(self.tokenizer, self.train_pairs)
+        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))
+        sampler = TokenBudgetSampler([(len(s), len(t)) for s, t in examples], self.max_tokens, seed=seed)
+        for epoch in itertools.count():
+            sampler.set_epoch(epoch)
+            for b in sampler.batches(): yield Batch(*collate([examples[i] for i in b]), PAD)
 
-    def evaluate(self, model: EncoderDecoder, generator: torch.Generator | None, device, n: int | None = None,
-                 split: str | None = None, beam: int = 1, length_penalty: float = 0.6) -> dict:
-        "BLEU of the translations (greedy, or a beam of `beam`) of the first `n` pairs of `split` (default: validation)."
-        pairs = self._eval_pairs(split, n)
+    def evaluate(self, model: EncoderDecoder, pairs: Sequence[tuple[str, str]] | None = None, beam: int = 1,
+                 length_penalty: float = 0.6, device=None) -> dict:
+        "BLEU of the translations (greedy, or a beam of `beam`) of `pairs` (default: the validation pairs)."
+        pairs = self.eval_pairs if pairs is None else pairs
         hyps = translate(model, self.tokenizer, [de for de, _ in pairs], beam=beam, device=device, length_penalty=length_penalty)
-        return {**bleu(hyps, [en for _, en in pairs]), "split": split or self.eval_split, "n": len(pairs), "beam": beam}
+        return {**bleu(hyps, [en for _, en in pairs]), "n": len(pairs), "beam": beam}
 
 
 # %% ../nbs/09_translation.ipynb #18d15565
@@ -231,6 +168,87 @@ def attention_maps(model: EncoderDecoder, tokenizer: Tokenizer, src_sentence: st
         model.train(was_training)
     token = tokenizer.id_to_token
     return {**maps, "src_tokens": [token(i) for i in src[0].tolist()], "tgt_tokens": [token(i) for i in tgt[0].tolist()]}
+
+# %% ../nbs/9f_translation_runs.ipynb #6812d07e
+@register_task
+@dataclass
+class Multi30kTask(Multi30k):
+    "`Multi30k` (chapter 9) as the runner's task `multi30k`: the interface, early stop, side files, resumption, sharding."
+    target_bleu: float | None = None   # stop early once validation BLEU reaches it (None: run to max_steps)
+    name: ClassVar[str] = "multi30k"
+    metric: ClassVar[str] = "bleu"
+    higher_is_better: ClassVar[bool] = True
+    shards_data: ClassVar[bool] = True       # one fixed training set: DDP processes split each epoch's batches
+    side_files: ClassVar[tuple[str, ...]] = ("tokenizer.json", "task.json")
+
+    @classmethod
+    def upgrade(cls, saved: dict) -> dict: return saved
+
+    def prepare(self, out: str | os.PathLike | None = None, resume: bool = False, save: bool = True) -> Tokenizer:
+        """`Multi30k.prepare`; when `resume`, keep the tokenizer of the newest checkpoint in `out` instead; when `save`,
+        write it and `task.json` to `out` atomically (in data-parallel training only rank 0 saves)."""
+        super().prepare()
+        if resume and out is not None: self.tokenizer = load_tokenizer(resolve_checkpoint(out))
+        if out is not None and save:          # beside the run, from where every checkpoint copies them
+            Path(out).mkdir(parents=True, exist_ok=True)
+            atomic_write(Path(out, "tokenizer.json"), lambda tmp: self.tokenizer.save(str(tmp)))
+            save_task_settings(self, out)
+        return self.tokenizer
+
+    def load(self, folder: str | os.PathLike) -> None:
+        "Read the tokenizer of a checkpoint folder (the data is read when an evaluation needs it)."
+        self.tokenizer = load_tokenizer(folder)
+
+    def settings(self) -> dict:
+        "The task's settings as plain JSON values (written to `task.json` beside the checkpoint)."
+        return task_settings(self)
+
+    def _need(self) -> Tokenizer:
+        if self.tokenizer is None: raise RuntimeError("call task.prepare(out) before training or evaluating.")
+        return self.tokenizer
+
+    @property
+    def has_target(self) -> bool: return self.target_bleu is not None
+
+    def reached(self, metrics: dict) -> bool:
+        return self.target_bleu is not None and metrics["bleu"] >= self.target_bleu
+
+    def describe(self, metrics: dict) -> str:
+        return f"BLEU {metrics['bleu']:.2f} on {metrics['n']} {metrics['split']} sentences (beam {metrics['beam']})"
+
+    def predict(self, model: EncoderDecoder, inputs: Sequence[str], **options) -> list[str]:
+        "Translations of the German `inputs` (`translate`'s options: beam, length_penalty, batch_size, max_len)."
+        return translate(model, self._need(), list(inputs), **options)
+
+    def build_model(self) -> EncoderDecoder:
+        self._need(); return super().build_model()
+
+    def criterion(self) -> FusedLabelSmoothing:
+        self._need(); return super().criterion()
+
+    def batches(self, generator: torch.Generator, rank: int = 0, world: int = 1, start: int = 0) -> Iterator[Batch]:
+        """`Multi30k.batches`, but process `rank` of `world` takes every `world`-th batch of an epoch and the first
+        `start` batches are skipped (already consumed by a resumed run)."""
+        return self._epochs(encode_pairs(self._need(), self.train_pairs), generator, rank, world, start)
+
+    def _epochs(self, examples: list, generator: torch.Generator, rank: int, world: int, start: int) -> Iterator[Batch]:
+        seed = int(torch.randint(0, 2**31 - 1, (1,), generator=generator))   # drawn at the first batch, as in `Multi30k`
+        sampler = TokenBudgetSampler([(len(s), len(t)) for s, t in examples], self.max_tokens, seed=seed,
+                                     num_replicas=world, rank=rank)
+        for epoch in itertools.count():
+            sampler.set_epoch(epoch)
+            order = sampler.batches()
+            for b in order[start:]: yield Batch(*collate([examples[i] for i in b]), PAD)
+            start = max(0, start - len(order))
+
+    def evaluate(self, model: EncoderDecoder, generator: torch.Generator | None, device, n: int | None = None,
+                 split: str | None = None, beam: int = 1, length_penalty: float = 0.6) -> dict:
+        "`Multi30k.evaluate` of the first `n` pairs of `split` (default: `eval_size` of the validation split)."
+        self._need(); split = split or self.eval_split
+        pairs = self.eval_pairs if split == self.eval_split and self.eval_pairs is not None else load_multi30k(split, self.data_dir)
+        r = super().evaluate(model, pairs[: n or self.eval_size or len(pairs)], beam, length_penalty, device)
+        return {**r, "split": split}
+
 
 # %% ../nbs/9f_translation_runs.ipynb #eeb53b85
 def multi30k_run_report() -> dict | None:
