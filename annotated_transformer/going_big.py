@@ -46,13 +46,17 @@ def amp_train_step(model: nn.Module, batches: list[Batch], criterion: nn.Module,
 from .data import load_result
 
 # %% ../nbs/9d_going_big_measured.ipynb #08ead87a
-PRECISION_CURVES = {"cpu": "precision_curves-amd-epyc-2cores.json",              # a 2-core AMD EPYC VM
-                    "cuda": "precision_curves-nvidia-h100-80gb-hbm3.json"}       # one NVIDIA H100
+PRECISION_CURVES = {"cpu": "precision_curves-seeds-amd-epyc-2cores.json",        # a 2-core AMD EPYC VM, 3 seeds
+                    "cuda": "precision_curves-nvidia-h100-80gb-hbm3.json"}       # one NVIDIA H100, 1 seed
 
 def precision_curves_run(device: str = "cpu") -> dict | None:
-    """The stored run of `bench/precision_curves.py` that chapter 8 plots: the copy task trained from the same weights
-    and batches in several precisions, its loss per step and exact match in each. `"cpu"`: fp32 and bf16, chapter 6's
-    cured recipe, on a 2-core AMD EPYC; `"cuda"`: fp32, TF32, bf16 and fp16 with a `GradScaler`, the post-norm
-    recipe, on an NVIDIA H100. None, with a note, where the stored result cannot be had."""
+    """The stored run of `bench/precision_curves.py` that chapter 8 plots: the copy task trained in several precisions,
+    from the same weights and batches for every precision at each seed, its loss per step and exact match in each.
+    `"cpu"`: fp32 and bf16, chapter 6's cured recipe, seeds 0, 1 and 2, on a 2-core AMD EPYC; `"cuda"`: fp32, TF32,
+    bf16 and fp16 with a `GradScaler`, the post-norm recipe, seed 0, on an NVIDIA H100. Either layout comes back with
+    `seeds` and `runs_by_seed` ({seed: {precision: run}}); a one-seed file also keeps its `runs` ({precision: run}).
+    None, with a note, where the stored result cannot be had."""
     if device not in PRECISION_CURVES: raise ValueError(f"device must be one of {', '.join(PRECISION_CURVES)}, got {device!r}.")
-    return load_result(PRECISION_CURVES[device])
+    res = load_result(PRECISION_CURVES[device])
+    if res is not None and "runs_by_seed" not in res: res.update(seeds=[0], runs_by_seed={"0": res["runs"]})   # one seed
+    return res

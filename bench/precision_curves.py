@@ -4,8 +4,11 @@ Chapter 6's copy task (vocabulary 11, 10 tokens, N 2, d_model 64, batch 128, the
 `--steps` optimizer steps by the runner's `train_step` in each precision, recording every step's loss per token. Each run ends
 with the exact-match accuracy of greedy decoding on 1,000 fresh sequences. The curves are compared with fp32's
 step by step, as the mean of |loss - loss_fp32| over windows of 50 steps relative to fp32's mean in the window.
+A seed draws both the weights and the batches, the same for every precision. With one seed the JSON holds
+`runs` ({precision: run}); with several (`--seeds 0 1 2`) it holds `seeds` and `runs_by_seed` ({seed: {precision: run}}).
 
     python bench/precision_curves.py --device cuda     # prints a table, writes bench/results/precision_curves-<gpu>.json
+    python bench/precision_curves.py --device cpu --seeds 0 1 2   # writes precision_curves-seeds-<machine>.json
 """
 from __future__ import annotations
 
@@ -66,29 +69,34 @@ def main(argv=None):
     p.add_argument("--device", default="cuda", choices=["cpu", "cuda"])
     p.add_argument("--steps", type=int, default=600)
     p.add_argument("--precisions", default=None, help="default: fp32,tf32,bf16,fp16 on a GPU, fp32,bf16 on the CPU")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0], help="each seed draws the weights and the batches")
     p.add_argument("--out", default=None)
     args = p.parse_args(argv)
     if args.device == "cuda" and not torch.cuda.is_available(): p.error("--device cuda, but no GPU is available")
     precs = (args.precisions or ("fp32,tf32,bf16,fp16" if args.device == "cuda" else "fp32,bf16")).split(",")
-    runs = {}
-    for prec in precs:
-        runs[prec] = curve(prec, args.steps, args.device)
-        r = runs[prec]
-        print(f"{prec}: last-50 loss {sum(r['losses'][-50:]) / 50:.4f}, exact match {r['exact_match']:.1%}, "
-              f"{r['seconds']:.1f} s" + (f", final loss scale {r['final_scale']:.0f}" if r["final_scale"] else ""),
-              flush=True)
-    ref = runs.get("fp32")
-    for prec, r in runs.items():
-        if ref is not None and prec != "fp32":
-            gaps = window_gap(r["losses"], ref["losses"])
-            r["gap_vs_fp32"] = gaps
-            print(f"{prec} vs fp32: mean |loss gap| / loss per 50-step window: max {max(gaps):.2%}, "
-                  f"last {gaps[-1]:.2%}")
+    by_seed = {}
+    for seed in args.seeds:
+        runs = by_seed[str(seed)] = {}
+        for prec in precs:
+            runs[prec] = curve(prec, args.steps, args.device, seed)
+            r = runs[prec]
+            print(f"seed {seed} {prec}: last-50 loss {sum(r['losses'][-50:]) / 50:.4f}, exact match {r['exact_match']:.1%}, "
+                  f"{r['seconds']:.1f} s" + (f", final loss scale {r['final_scale']:.0f}" if r["final_scale"] else ""),
+                  flush=True)
+        ref = runs.get("fp32")
+        for prec, r in runs.items():
+            if ref is not None and prec != "fp32":
+                gaps = window_gap(r["losses"], ref["losses"])
+                r["gap_vs_fp32"] = gaps
+                print(f"seed {seed} {prec} vs fp32: mean |loss gap| / loss per 50-step window: max {max(gaps):.2%}, "
+                      f"last {gaps[-1]:.2%}", flush=True)
     m = machine()
-    out = Path(args.out or Path(__file__).parent / "results" / f"precision_curves-{slug(m, args.device)}.json")
+    name = f"precision_curves-{'seeds-' if len(args.seeds) > 1 else ''}{slug(m, args.device)}.json"
+    out = Path(args.out or Path(__file__).parent / "results" / name)
     out.parent.mkdir(parents=True, exist_ok=True)
+    layout = {"runs": by_seed[str(args.seeds[0])]} if len(args.seeds) == 1 else {"seeds": args.seeds, "runs_by_seed": by_seed}
     out.write_text(json.dumps({"benchmark": "precision_curves", "device": args.device, "machine": m,
-                               "steps": args.steps, "task": "copy (the command line's CopyTask)", "runs": runs}))
+                               "steps": args.steps, "task": "copy (the command line's CopyTask)", **layout}))
     print(f"wrote {out}")
 
 
