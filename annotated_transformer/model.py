@@ -196,9 +196,9 @@ class LanguageModel(nn.Module):
     def forward(self, x: Tensor, cache: list[dict] | None = None) -> Tensor:
         return self.decoder(self.embed(x, cached_length(cache)), None, cache, is_causal=True)
 
-    def new_cache(self, capacity: int = 0, static: bool = True) -> list[dict]:
-        "An empty key/value cache, one dict per layer (see `EncoderDecoder.new_cache`)."
-        return empty_cache(len(self.decoder.layers), capacity, static)
+    def new_cache(self, capacity: int = 0) -> list[dict]:
+        "An empty key/value cache, one dict per layer, with room for `capacity` positions (see `EncoderDecoder.new_cache`)."
+        return empty_cache(len(self.decoder.layers), capacity)
 
 def make_language_model(vocab: int, N: int = 4, d_model: int = 128, d_ff: int = 512, h: int = 4,
                         dropout: float = 0.0, *, context: int = 256, norm_first: bool = True,
@@ -269,6 +269,7 @@ def _new_cache(self, capacity: int = 0, static: bool = True) -> list[dict]:
     return empty_cache(len(self.decoder.layers), capacity, static)
 
 EncoderDecoder.new_cache = _new_cache
+LanguageModel.new_cache = _new_cache      # chapter 11's model: the same cache, with `static`
 
 def empty_cache(n_layers: int, capacity: int = 0, static: bool = True) -> list[dict]:
     "An empty key/value cache for `n_layers` layers (see `EncoderDecoder.new_cache`)."
