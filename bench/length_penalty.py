@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -70,6 +71,12 @@ def score(model, tok, pairs, beam: int, alpha: float) -> tuple[dict, list[str]]:
             "load": load(), "sentence_stats": stats, "tokens": lengths, "logp": logps}, hyps
 
 
+def dumps(res: dict) -> str:
+    "The JSON text, indented, with each list of numbers on one line (the per-sentence statistics stay small)."
+    text = json.dumps(res, indent=1, ensure_ascii=False)
+    return re.sub(r"\[\s*(-?[0-9][-0-9.eE,\s]*?)\s*\]", lambda m: "[" + re.sub(r",\s+", ", ", m.group(1)) + "]", text) + "\n"
+
+
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--checkpoint", default="pretrained/multi30k-small", help="checkpoint folder (default: the shipped model)")
@@ -92,7 +99,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     def save():
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps(res, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+        out.write_text(dumps(res), encoding="utf-8")
 
     done = {}
     if args.resume and out.is_file():     # a run cut short: its finished validation passes are reused
