@@ -95,11 +95,13 @@ def beam_search_one(model: EncoderDecoder, src: Tensor, max_len: int, start_symb
         parent, tok = idx // cand.size(1), idx % cand.size(1)
         ended = tok == (-1 if end_symbol is None else end_symbol)
         for i in range(min(K, len(top))):                             # an end symbol among the K best finishes
-            if ended[i] and top[i] > ninf: finished.append((top[i].item() / lp(t), seqs[parent[i]].tolist() + [end_symbol]))
+            if ended[i] and top[i] > ninf:
+                finished.append((top[i].item() / lp(t), seqs[parent[i]].tolist() + [end_symbol]))
         keep = (~ended).nonzero().squeeze(1)[:K]                      # the K best that did not end
         for layer in cache: layer["self"].select_rows(parent[keep])   # each beam takes over its parent's past
         seqs, logp = torch.cat([seqs[parent[keep]], tok[keep, None]], dim=1), top[keep]
-        if trace is not None: trace.append(dict(step=t, alive=seqs.tolist(), logp=logp.tolist(), finished=sorted(finished, reverse=True)))
+        if trace is not None:
+            trace.append(dict(step=t, alive=seqs.tolist(), logp=logp.tolist(), finished=sorted(finished, reverse=True)))
         best_reachable = logp.max().item() / max(lp(t + 1), lp(max_len - 1))   # the best an alive one can still score
         if len(finished) >= K or (finished and max(finished)[0] >= best_reachable): break
     else:                                                             # cut off at max_len: the alive compete too
