@@ -463,7 +463,7 @@ RESULT_FILES = {
     "attention_maps-multi30k-small.json":
         "68c05d80ce68e8d2cbe1b8b5495de617a567fbbf1f3ecb4c06463245029c94c9",
     "length_penalty-amd-epyc-2cores.json":
-        "c27b812b95d0b5d285a29f4dde0e83133d45efa7091b5a45f0cc3d3be976978f",
+        "7c19be253a92ddf7f3028012c0a83aff82c8924cb935d49a0a42828ce84af1d8",
     "imdb_run-amd-epyc-2cores.json":
         "a68adf256173c0b35d1518b6f208d75469120bd6b5ed1bd12957aa4124284617",
     "imdb_run1-random-val-amd-epyc-2cores.json":
