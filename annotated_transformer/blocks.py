@@ -191,4 +191,4 @@ def _decoder_forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None, t
     return self.norm(x)
 
 Encoder.forward, Decoder.forward = _encoder_forward, _decoder_forward
-Encoder.checkpoint_activations = Decoder.checkpoint_activations = False   # make_model may switch it on
+Encoder.checkpoint_activations = Decoder.checkpoint_activations = False   # the package's make_model sets it per model
