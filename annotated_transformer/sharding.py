@@ -109,7 +109,7 @@ class _Meter:
 # %% ../nbs/08_sharding.ipynb #b0d9f0de
 def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: int = 8, save: str | None = None,
                seq_len: int = 12, vocab: int = 32, N: int = 2, d_model: int = 64, d_ff: int = 128, h: int = 4,
-               lr: float = 1e-3) -> dict:
+               lr: float = 1e-3, eps: float = 1e-8) -> dict:
     """Train a small copy-task model for `steps` Adam steps on fixed global batches of `batch_size` sequences, in one
     process (`mode="single"`) or, under `torchrun`, each of P ranks on its `batch_size / P` rows (`"ddp"`, `"fsdp"`).
     Writes `out/rank<r>.json` (the whole batch's loss per token at each step; this rank's bytes of state before the
@@ -123,7 +123,7 @@ def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: 
     torch.manual_seed(0)                                   # the same initial weights on every rank
     model = model_from_config(dict(src_vocab=vocab, tgt_vocab=vocab, N=N, d_model=d_model, d_ff=d_ff, h=h, dropout=0.0))
     model = shard_model(model) if mode == "fsdp" else DDP(model) if mode == "ddp" else model
-    opt, crit = torch.optim.Adam(model.parameters(), lr=lr), LabelSmoothing(vocab, 0, 0.0)
+    opt, crit = torch.optim.Adam(model.parameters(), lr=lr, eps=eps), LabelSmoothing(vocab, 0, 0.0)
     held = {}                                              # bytes held just before an optimizer step
     opt.register_step_pre_hook(lambda o, args, kwargs: held.update(state_bytes(model, o)))
     rows = slice(rank * batch_size // world, (rank + 1) * batch_size // world)   # this rank's part of each batch
@@ -179,9 +179,11 @@ def join_process_group(backend: str | None = None, timeout: timedelta = timedelt
 
 # %% ../nbs/08_sharding.ipynb #d9b9ffa1
 if __name__ == "__main__" and sys.argv[0].endswith("sharding.py"):   # run as a module, not inside this notebook
-    # python -m annotated_transformer.sharding OUT [MODE [STEPS [BATCH [SAVE]]]], alone or under torchrun
+    # python -m annotated_transformer.sharding OUT [MODE [STEPS [BATCH [SAVE [EPS]]]]], alone or under torchrun; SAVE "": none
     a = sys.argv[1:]
-    demo_train(a[0], *a[1:2], *map(int, a[2:4]), *a[4:5])
+    kw = dict(zip(("mode", "steps", "batch_size", "save", "eps"), a[1:]))
+    demo_train(a[0], **{k: int(v) if k in ("steps", "batch_size") else float(v) if k == "eps" else v or None
+                        for k, v in kw.items()})
 
 # %% ../nbs/9d_going_big_measured.ipynb #a9d5c002
 import json
