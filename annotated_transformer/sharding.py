@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -26,7 +27,7 @@ from torch.distributed.tensor import DTensor
 from .model import model_from_config
 
 # %% auto #0
-__all__ = ['shard_units', 'shard_model', 'is_sharded', 'gathered', 'state_bytes', 'join_process_group', 'demo_train', 'save_shards', 'load_shards', 'consolidate_shards', 'SHARDS', 'SHARDED_STATE', 'save_sharded', 'is_sharded_checkpoint', 'load_sharded', 'consolidate']
+__all__ = ['shard_units', 'shard_model', 'is_sharded', 'gathered', 'state_bytes', 'demo_train', 'save_shards', 'load_shards', 'consolidate_shards', 'join_process_group', 'SHARDS', 'SHARDED_STATE', 'save_sharded', 'is_sharded_checkpoint', 'load_sharded', 'consolidate']
 
 # %% ../nbs/08_sharding.ipynb #46c857b9
 def shard_units(model: nn.Module) -> list[nn.Module]:
@@ -75,19 +76,6 @@ def state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer | None = None
     return {"parameters": sum(map(_local_bytes, params)), "gradients": sum(_local_bytes(p.grad) for p in params),
             "optimizer": sum(map(_local_bytes, opt))}
 
-# %% ../nbs/08_sharding.ipynb #cbfbe14d
-def join_process_group(backend: str | None = None, timeout: timedelta = timedelta(minutes=10)) -> tuple[int, int]:
-    """`init_process_group` for a process started by `torchrun` (or with RANK, WORLD_SIZE, MASTER_ADDR and
-    MASTER_PORT set), safe after an elastic restart: the group's keys live under a prefix of their own for each
-    restart (`TORCHELASTIC_RESTART_COUNT`), so a restarted process never reads a dead one's address from the
-    rendezvous store. `backend`: default nccl with GPUs, gloo without. Returns (rank, world size)."""
-    if not dist.is_initialized():
-        store, rank, world = next(dist.rendezvous("env://", timeout=timeout))
-        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-        dist.init_process_group(backend or ("nccl" if torch.cuda.is_available() else "gloo"), timeout=timeout,
-                                store=dist.PrefixStore(f"attempt_{attempt}/", store), rank=rank, world_size=world)
-    return dist.get_rank(), dist.get_world_size()
-
 # %% ../nbs/08_sharding.ipynb #9c6f3425
 def _peak_rss_mib(reset: bool = False) -> float | None:
     "This process's peak resident memory in MiB since the last `reset` (Linux: VmHWM; elsewhere None)."
@@ -108,16 +96,25 @@ def _gather_for_check(out: Path, model: nn.Module, opt: torch.optim.Optimizer, r
         save_file({f"{k}.{m}": s[m] for k, s in moments["state"].items() for m in ("exp_avg", "exp_avg_sq")},
                   str(out / "optimizer.safetensors"))
 
+class _Meter:
+    "For `bench/fsdp.py`: steps/s after the first step (allocations) and this process's peak resident memory."
+    def __init__(self): self.rss0, self.start, self.steps = _peak_rss_mib(reset=True), time.perf_counter(), 0
+    def tick(self, step: int) -> None:
+        if step == 0: self.start = time.perf_counter()
+        self.steps = step
+    def record(self) -> dict:
+        return {"steps_per_s": self.steps / (time.perf_counter() - self.start), "rss_at_start_mib": self.rss0,
+                "peak_rss_mib": _peak_rss_mib()}
+
 # %% ../nbs/08_sharding.ipynb #b0d9f0de
 def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: int = 8, save: str | None = None,
                seq_len: int = 12, vocab: int = 32, N: int = 2, d_model: int = 64, d_ff: int = 128, h: int = 4,
-               lr: float = 1e-3) -> dict:
+               lr: float = 1e-3, eps: float = 1e-8) -> dict:
     """Train a small copy-task model for `steps` Adam steps on fixed global batches of `batch_size` sequences, in one
     process (`mode="single"`) or, under `torchrun`, each of P ranks on its `batch_size / P` rows (`"ddp"`, `"fsdp"`).
     Writes `out/rank<r>.json` (the whole batch's loss per token at each step; this rank's bytes of state before the
-    last step, steps/s, resident memory); rank 0 gathers the weights and Adam's moments into `out/*.safetensors`.
+    last step; `_Meter`'s speed and memory); rank 0 gathers the weights and Adam's moments into `out/*.safetensors`.
     `save`: a folder for `save_shards` at the end. Returns this rank's record."""
-    import time
     from torch.nn.parallel import DistributedDataParallel as DDP
     from annotated_transformer.training import Batch, LabelSmoothing, copy_task_batches, task_batch_loss
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
@@ -126,12 +123,11 @@ def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: 
     torch.manual_seed(0)                                   # the same initial weights on every rank
     model = model_from_config(dict(src_vocab=vocab, tgt_vocab=vocab, N=N, d_model=d_model, d_ff=d_ff, h=h, dropout=0.0))
     model = shard_model(model) if mode == "fsdp" else DDP(model) if mode == "ddp" else model
-    opt, crit = torch.optim.Adam(model.parameters(), lr=lr), LabelSmoothing(vocab, 0, 0.0)
+    opt, crit = torch.optim.Adam(model.parameters(), lr=lr, eps=eps), LabelSmoothing(vocab, 0, 0.0)
     held = {}                                              # bytes held just before an optimizer step
     opt.register_step_pre_hook(lambda o, args, kwargs: held.update(state_bytes(model, o)))
     rows = slice(rank * batch_size // world, (rank + 1) * batch_size // world)   # this rank's part of each batch
-    rss0 = _peak_rss_mib(reset=True)                       # the training's peak, not the model's construction
-    losses, start = [], time.perf_counter()
+    losses, meter = [], _Meter()                           # the training's peak, not the model's construction
     for step in range(steps):
         b = next(copy_task_batches(vocab, batch_size, 1, seq_len=seq_len, generator=torch.Generator().manual_seed(step)))
         part = Batch(b.src[rows], torch.cat([b.src[rows, :1], b.tgt_y[rows]], 1))
@@ -140,10 +136,8 @@ def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: 
         total = torch.stack([loss.detach().float(), torch.tensor(float(n))])
         if world > 1: dist.all_reduce(total)              # the whole batch's loss per token
         losses.append(float(total[0] / total[1]))
-        if step == 0: start = time.perf_counter()          # time the steps after the first (allocations)
-    rec = {"mode": mode, "world": world, "rank": rank, "losses": losses,
-           "steps_per_s": (steps - 1) / (time.perf_counter() - start), "bytes": held,
-           "rss_at_start_mib": rss0, "peak_rss_mib": _peak_rss_mib()}
+        meter.tick(step)
+    rec = {"mode": mode, "world": world, "rank": rank, "losses": losses, "bytes": held, **meter.record()}
     if save: save_shards(save, model, opt)
     _gather_for_check(out, model, opt, rank)
     (out / f"rank{rank}.json").write_text(json.dumps(rec) + "\n", encoding="utf-8")
@@ -170,11 +164,26 @@ def consolidate_shards(folder: str | Path, model: nn.Module) -> nn.Module:
     model.load_state_dict(sd["model"])
     return model
 
+# %% ../nbs/08_sharding.ipynb #cbfbe14d
+def join_process_group(backend: str | None = None, timeout: timedelta = timedelta(minutes=10)) -> tuple[int, int]:
+    """`init_process_group` for a process started by `torchrun` (or with RANK, WORLD_SIZE, MASTER_ADDR and
+    MASTER_PORT set), safe after an elastic restart: the group's keys live under a prefix of their own for each
+    restart (`TORCHELASTIC_RESTART_COUNT`), so a restarted process never reads a dead one's address from the
+    rendezvous store. `backend`: default nccl with GPUs, gloo without. Returns (rank, world size)."""
+    if not dist.is_initialized():
+        store, rank, world = next(dist.rendezvous("env://", timeout=timeout))
+        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        dist.init_process_group(backend or ("nccl" if torch.cuda.is_available() else "gloo"), timeout=timeout,
+                                store=dist.PrefixStore(f"attempt_{attempt}/", store), rank=rank, world_size=world)
+    return dist.get_rank(), dist.get_world_size()
+
 # %% ../nbs/08_sharding.ipynb #d9b9ffa1
 if __name__ == "__main__" and sys.argv[0].endswith("sharding.py"):   # run as a module, not inside this notebook
-    # python -m annotated_transformer.sharding OUT [MODE [STEPS [BATCH [SAVE]]]], alone or under torchrun
+    # python -m annotated_transformer.sharding OUT [MODE [STEPS [BATCH [SAVE [EPS]]]]], alone or under torchrun; SAVE "": none
     a = sys.argv[1:]
-    demo_train(a[0], *a[1:2], *map(int, a[2:4]), *a[4:5])
+    kw = dict(zip(("mode", "steps", "batch_size", "save", "eps"), a[1:]))
+    demo_train(a[0], **{k: int(v) if k in ("steps", "batch_size") else float(v) if k == "eps" else v or None
+                        for k, v in kw.items()})
 
 # %% ../nbs/9d_going_big_measured.ipynb #a9d5c002
 import json
