@@ -53,7 +53,7 @@ def clean_review(text: str, lowercase: bool = True) -> str:
 
 def truncate_ids(ids: list[int], max_len: int, keep: str = "head") -> list[int]:
     """At most `max_len` ids: the first ones (`keep="head"`), or the first quarter and the last three quarters of the
-    budget (`keep="head+tail"`, after Sun et al. 2019, who found the end of a long review as telling as its start)."""
+    budget (`keep="head+tail"`, after Sun et al. 2019, who found start and end together better than the start alone)."""
     if len(ids) <= max_len: return ids
     if keep == "head": return ids[:max_len]
     if keep != "head+tail": raise ValueError(f"keep must be 'head' or 'head+tail', got {keep!r}.")
