@@ -49,7 +49,7 @@ def main() -> None:
                   overwrite=True, progress=False, max_steps=a.steps, eval_every=a.steps, seed=seed, threads=a.threads)
         curve = [json.loads(l) for l in Path(r["out"], "metrics.jsonl").read_text().splitlines() if l.strip()]
         acc = [c for c in curve if "accuracy" in c]
-        result["runs"].append({"arm": arm, "seed": seed, "val_accuracy": acc[-1]["accuracy"], "n": acc[-1].get("n"),
+        result["runs"].append({"arm": arm, "seed": seed, "val_accuracy": acc[-1]["accuracy"], "n": acc[-1].get("eval", {}).get("n"),
                                "train_seconds": round(r["seconds"], 1), "wall_seconds": round(time.perf_counter() - t0, 1),
                                "load": load()})
         out.write_text(json.dumps(result, indent=1) + "\n")
