@@ -383,6 +383,7 @@ def write_synthetic_multi30k(folder: str | os.PathLike, n_train: int = 400, n_ev
 # %% ../nbs/9e_data_plumbing.ipynb #0ac2a699
 #: the stored results that the chapters show (`bench/results/` of the repository), pinned by sha256
 RESULT_FILES = {
+    "imdb_pooling-amd-epyc-2cores.json": "f15dfa2b95db4804e84dc6a97fabd6906c55f31b20cecd6d96efe02cbaa8a2a8",
     "precision_curves-seeds-amd-epyc-2cores.json": "95c28e77239da60969b5115d7e24f8efcfb09316eaa8d62676b4252aa2dd8498",
     "fsdp-amd-epyc-2cores.json": "0aad3f03f0f767d4d8ce37c690834a12f09222413d8e5668eee04066c5b465dd",
     "imdb_bow-amd-epyc-2cores.json": "5563caca23592f40424b5ad594091941894a7654d1bdb677a3e5de326c9c94ab",
