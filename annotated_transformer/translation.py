@@ -6,21 +6,19 @@ Docs: https://annotated-transformer.github.io/annotated-transformer/translation.
 
 # %% ../nbs/09_translation.ipynb #a09f31c5
 from __future__ import annotations
-import itertools, json, os
+import itertools, os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import ClassVar
 import sacrebleu, torch
 from tokenizers import Tokenizer
 from .model import EncoderDecoder, make_model
 from .training import Batch, FusedLabelSmoothing
 from .decoding import fast_greedy_decode
 from .decoding import beam_search
-from .checkpoint import load_model, resolve_checkpoint, atomic_write
+from .checkpoint import load_model, resolve_checkpoint
 from .data import (PAD, BOS, EOS, load_multi30k, train_tokenizer, load_tokenizer, encode, encode_batch,
     decode_batch, encode_pairs, TokenBudgetSampler, pad_sequences, collate, load_result)
-from .tasks import register_task, task_settings, save_task_settings   # for appendix 9f's Multi30kTask
 
 # %% auto #0
 __all__ = ['MULTI30K_PRESETS', 'Multi30kSettings', 'Multi30k', 'translate', 'bleu', 'load_translator', 'attention_maps', 'Multi30kTask', 'multi30k_run_report', 'shipped_translator_report']
@@ -168,6 +166,11 @@ def attention_maps(model: EncoderDecoder, tokenizer: Tokenizer, src_sentence: st
         model.train(was_training)
     token = tokenizer.id_to_token
     return {**maps, "src_tokens": [token(i) for i in src[0].tolist()], "tgt_tokens": [token(i) for i in tgt[0].tolist()]}
+
+# %% ../nbs/9f_translation_runs.ipynb #f9imports01
+from typing import ClassVar
+from .checkpoint import atomic_write
+from .tasks import register_task, task_settings, save_task_settings
 
 # %% ../nbs/9f_translation_runs.ipynb #6812d07e
 @register_task
