@@ -36,12 +36,12 @@ def shard_units(model: nn.Module) -> list[nn.Module]:
             for layer in getattr(getattr(model, part), "layers", [])]
 
 def shard_model(model: nn.Module, precision: str = "fp32", device: torch.device | str = "cpu") -> nn.Module:
-    """Shard `model` in place across the process group (FSDP2): each encoder and decoder layer becomes one unit whose
-    weights are gathered just before it runs and freed after, then the root takes the rest (embeddings, generator,
-    final norms). Every parameter becomes a `DTensor` of which this rank keeps 1/P. With `precision="bf16"` on CUDA
-    the gathered weights are bf16, the gradients' reduce-scatter fp32 (the shards and Adam stay fp32)."""
+    """Shard `model` in place across the process group (FSDP2): each encoder and decoder layer is one unit, gathered
+    just before it runs and freed after; the root takes the rest. Each parameter becomes a `DTensor` of which this rank
+    keeps 1/P. `precision="bf16"` on CUDA: gathered weights bf16, reduce-scatter fp32 (shards and Adam fp32)."""
     if not dist.is_initialized():
         raise RuntimeError("shard_model needs a process group: run under torchrun (or call init_process_group).")
+    if precision not in ("fp32", "bf16", "fp16"): raise ValueError(f"precision must be fp32, bf16 or fp16, got {precision!r}.")
     mp = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
           if precision == "bf16" and torch.device(device).type == "cuda" else MixedPrecisionPolicy())
     for layer in shard_units(model): fully_shard(layer, mp_policy=mp)
