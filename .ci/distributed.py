@@ -178,11 +178,16 @@ def cli_checks(tmp: Path, ok) -> None:
     ok("train --shard: 2 processes, resumed in 1, resumed in 2; eval reads the run, average its sharded snapshots")
 
     # --shard equals DDP (fp32 rounding), with gradient accumulation and activation checkpointing
-    runs = {m: cli(["--out", str(tmp / f"cli-{m}"), "--max-steps", "10", "--accum-steps", "2",
-                    "--checkpoint-activations"], 2, background=True, ddp=m == "ddp")
-            for m in ("fsdp", "ddp")}
+    start = lambda m: cli(["--out", str(tmp / f"cli-{m}"), "--max-steps", "10", "--accum-steps", "2",
+                           "--checkpoint-activations"], 2, background=True, ddp=m == "ddp")
+    runs = {m: start(m) for m in ("fsdp", "ddp")}
     for m, p in runs.items():
         _, err = p.communicate(timeout=400)
+        if p.returncode != 0 and "terminate called without an active exception" in err:
+            # a worker aborted in its C++ teardown after training (seen once, 4 processes on 2 busy cores): once more, alone
+            print(f"note: the {m} run aborted in teardown (std::terminate); running it once more", flush=True)
+            shutil.rmtree(tmp / f"cli-{m}")
+            p = start(m); _, err = p.communicate(timeout=400)
         assert p.returncode == 0, err[-3000:]
     from annotated_transformer.checkpoint import load_model
     a, b = (load_model(tmp / f"cli-{m}").state_dict() for m in ("fsdp", "ddp"))

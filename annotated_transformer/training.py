@@ -16,7 +16,7 @@ from .attention import subsequent_mask
 from .model import EncoderDecoder
 
 # %% auto #0
-__all__ = ['Batch', 'rate', 'noam_optimizer', 'LabelSmoothing', 'TrainState', 'batch_loss', 'train_step', 'run_epoch', 'greedy_decode', 'copy_task_batches', 'copy_task_accuracy', 'PRECISIONS', 'noam_optimizer', 'TrainState', 'run_epoch', 'copy_task_accuracy', 'FusedLabelSmoothing', 'unwrap_model', 'task_batch_loss', 'fused_noam_optimizer', 'RunState', 'resumable_run_epoch', 'batched_copy_task_accuracy']
+__all__ = ['Batch', 'rate', 'noam_optimizer', 'LabelSmoothing', 'TrainState', 'batch_loss', 'train_step', 'run_epoch', 'greedy_decode', 'copy_task_batches', 'copy_task_accuracy', 'PRECISIONS', 'FusedLabelSmoothing', 'unwrap_model', 'task_batch_loss']
 
 # %% ../nbs/06_training.ipynb #e09be47b
 class Batch:
