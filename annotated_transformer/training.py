@@ -106,9 +106,9 @@ def batch_loss(model: EncoderDecoder, batch: Batch, criterion: nn.Module) -> Ten
 # %% ../nbs/06_training.ipynb #6f1dba0c
 def train_step(model: EncoderDecoder, batches: list[Batch], criterion: nn.Module, optimizer: torch.optim.Optimizer,
                scheduler=None, clip_norm: float | None = None) -> tuple[Tensor, int]:
-    """One optimizer step over `batches` (k micro-batches). Each summed loss is divided by the target tokens of all k,
-    so the gradients add up to those of the group's per-token mean; `clip_norm` caps the norm of the gradient.
-    Returns the summed loss (a 0-d tensor on the device) and the number of target tokens."""
+    """One optimizer step over `batches` (k micro-batches); gradients must be zero on entry (it leaves them so). Each
+    summed loss is divided by the target tokens of all k, so the gradients add up to those of the group's per-token
+    mean; `clip_norm` caps their norm. Returns the summed loss (a 0-d tensor on the device) and the target tokens."""
     total = sum(b.ntokens for b in batches)
     if total == 0: raise ValueError("these batches hold no target tokens (all padding); nothing to learn from.")
     loss_sum = 0.0
