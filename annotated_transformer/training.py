@@ -12,11 +12,12 @@ from typing import Callable, Iterable, Iterator
 import torch
 import torch.nn.functional as F
 from torch import nn, Tensor
+from tqdm import tqdm
 from .attention import subsequent_mask
 from .model import EncoderDecoder
 
 # %% auto #0
-__all__ = ['Batch', 'rate', 'noam_optimizer', 'LabelSmoothing', 'TrainState', 'batch_loss', 'train_step', 'run_epoch', 'greedy_decode', 'copy_task_batches', 'copy_task_accuracy', 'PRECISIONS', 'FusedLabelSmoothing', 'unwrap_model', 'task_batch_loss']
+__all__ = ['ADAM_SETTINGS', 'Batch', 'rate', 'noam_optimizer', 'LabelSmoothing', 'TrainState', 'batch_loss', 'train_step', 'run_epoch', 'greedy_decode', 'copy_task_batches', 'copy_task_accuracy', 'PRECISIONS', 'FusedLabelSmoothing', 'unwrap_model', 'task_batch_loss']
 
 # %% ../nbs/06_training.ipynb #e09be47b
 class Batch:
@@ -52,10 +53,12 @@ def rate(step: int, model_size: int, factor: float, warmup: int) -> float:
     step = max(step, 1)  # LambdaLR evaluates step 0 when it is built; 0^-0.5 would be infinite
     return factor * model_size ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
 
+ADAM_SETTINGS = dict(lr=1.0, betas=(0.9, 0.98), eps=1e-9)   # the paper's; lr=1: LambdaLR sets the rate
+
 def noam_optimizer(model: nn.Module, model_size: int, factor: float = 1.0, warmup: int = 4000
                    ) -> tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
-    "Adam(betas=(0.9, 0.98), eps=1e-9) with a `LambdaLR` that sets the learning rate to `rate(step, ...)`."
-    opt = torch.optim.Adam(model.parameters(), lr=1.0, betas=(0.9, 0.98), eps=1e-9)   # lr=1: LambdaLR sets the rate
+    "Adam with `ADAM_SETTINGS` and a `LambdaLR` that sets the learning rate to `rate(step, ...)`."
+    opt = torch.optim.Adam(model.parameters(), **ADAM_SETTINGS)
     sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: rate(step, model_size, factor, warmup))
     return opt, sched
 
@@ -96,6 +99,7 @@ class LabelSmoothing(nn.Module):
 class TrainState:
     "The counters of a run."
     step: int = 0; micro_step: int = 0   # optimizer steps taken; batches seen (forward and backward passes)
+    samples: int = 0; tokens: int = 0    # sequences seen; target tokens seen (padding excluded)
 
 def batch_loss(model: EncoderDecoder, batch: Batch, criterion: nn.Module) -> Tensor:
     "Teacher-forced forward pass: the loss summed over the batch's target tokens (a scalar)."
@@ -135,45 +139,47 @@ def _groups(items: Iterable, k: int) -> Iterator[list]:
 # %% ../nbs/06_training.ipynb #5ff132af
 def run_epoch(batches: Iterable[Batch], model: EncoderDecoder, criterion: nn.Module,
               optimizer: torch.optim.Optimizer | None = None, scheduler=None, *, mode: str = "train",
-              accum_steps: int = 1, clip_norm: float | None = None, max_steps: int | None = None,
+              accum_steps: int = 1, clip_norm: float | None = None, max_steps: int | None = None, progress: bool = True,
               callback: Callable[[TrainState, Tensor], bool] | None = None) -> tuple[float, TrainState]:
-    """Train (every `accum_steps` batches make one optimizer step) or evaluate (`mode="eval"`) on `batches`. Returns
-    the mean loss per target token and the counters. Training ends when `batches` runs out, at `max_steps`, or when
-    `callback(state, loss_per_token)` returns True."""
+    """Train (every `accum_steps` batches make one optimizer step) or evaluate (`mode="eval"`) on `batches`, with a
+    progress bar unless `progress=False`. Returns the mean loss per target token and the counters. Training ends when
+    `batches` runs out, at `max_steps`, or when `callback(state, loss_per_token)` returns True."""
     if mode not in ("train", "eval") or (mode == "train" and optimizer is None):
         raise ValueError(f"mode must be 'eval', or 'train' with an optimizer; got {mode!r}, optimizer={optimizer}.")
-    state, total_loss, total_tokens = TrainState(), 0.0, 0
+    state, total_loss = TrainState(), 0.0
     if mode == "eval":
         model.eval()
         with torch.no_grad():
-            for b in batches: total_loss += batch_loss(model, b, criterion); total_tokens += b.ntokens
-        return float(total_loss) / max(total_tokens, 1), state
+            for b in tqdm(batches, desc="eval", disable=not progress, leave=False):
+                total_loss += batch_loss(model, b, criterion); state.samples += b.src.size(0); state.tokens += b.ntokens
+        return float(total_loss) / max(state.tokens, 1), state
     model.train()
     groups = _groups(batches, accum_steps)
-    while max_steps is None or state.step < max_steps:     # test first: draw no batch that is not used
-        group = next(groups, None)
-        if group is None: break
-        loss, ntokens = train_step(model, group, criterion, optimizer, scheduler, clip_norm)
-        total_loss += loss; total_tokens += ntokens         # on the device: no wait for a GPU here
-        state.step += 1; state.micro_step += len(group)
-        if callback is not None and callback(state, loss / ntokens): break
-    return float(total_loss) / max(total_tokens, 1), state
+    with tqdm(desc="train", unit="step", disable=not progress, mininterval=1.0) as bar:
+        while max_steps is None or state.step < max_steps:     # test first: draw no batch that is not used
+            group = next(groups, None)
+            if group is None: break
+            loss, ntokens = train_step(model, group, criterion, optimizer, scheduler, clip_norm)
+            total_loss += loss                                  # on the device: no wait for a GPU here
+            state.step += 1; state.micro_step += len(group); bar.update(1)
+            state.samples += sum(b.src.size(0) for b in group); state.tokens += ntokens
+            if callback is not None and callback(state, loss / ntokens): break
+    return float(total_loss) / max(state.tokens, 1), state
 
 # %% ../nbs/06_training.ipynb #66458d38
 @torch.no_grad()
 def greedy_decode(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len: int, start_symbol: int,
-                  end_symbol: int | None = None, *, pad_symbol: int | None = None) -> Tensor:
-    "Greedy decoding: `(batch, src_len)` -> `(batch, <= max_len)` ids; finished rows repeat `end_symbol` (or `pad_symbol`)."
+                  end_symbol: int | None = None) -> Tensor:
+    "Greedy decoding: `(batch, src_len)` -> `(batch, <= max_len)` ids; finished rows repeat `end_symbol`."
     if max_len < 1: raise ValueError(f"max_len must be >= 1 (it counts the start symbol), got {max_len}.")
     memory = model.encode(src, src_mask)                                   # (batch, src_len, d_model), once
-    fill = end_symbol if pad_symbol is None else pad_symbol                # what a finished row emits
     ys = torch.full((src.size(0), 1), start_symbol, dtype=torch.long, device=src.device)   # (batch, 1)
     done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)   # rows that produced end_symbol
     for t in range(1, max_len):                                            # step t chooses output position t
         out = model.decode(memory, src_mask, ys, subsequent_mask(t, device=src.device))   # (batch, t, d_model)
         next_word = model.generator(out[:, -1]).argmax(dim=-1)            # (batch,): the most likely next token
         if end_symbol is not None:
-            next_word = next_word.masked_fill(done, fill)                  # finished rows write `fill`
+            next_word = next_word.masked_fill(done, end_symbol)            # finished rows repeat it
             done = done | (next_word == end_symbol)
         ys = torch.cat([ys, next_word.unsqueeze(1)], dim=1)                # (batch, t + 1)
         if bool(done.all()): break                                         # every row has finished
@@ -202,10 +208,7 @@ def copy_task_accuracy(model: EncoderDecoder, n: int = 1000, vocab: int = 11, se
 
 # %% ../nbs/9c_training_recipes.ipynb #81d578a9
 import inspect
-from dataclasses import dataclass
 from typing import Callable, Iterable
-
-from tqdm import tqdm
 
 from .embeddings import check_token_ids, id_checks_off
 from .model import select_cache_rows
@@ -280,44 +283,30 @@ _adam_noam_optimizer = inspect.unwrap(noam_optimizer)  # chapter 6's
 def fused_noam_optimizer(model: nn.Module, model_size: int, factor: float = 1.0, warmup: int = 4000
                          ) -> tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
     "Chapter 6's `noam_optimizer`, its Adam fused where every parameter is on one CPU or CUDA device."
-    opt, sched = _adam_noam_optimizer(model, model_size, factor, warmup)
     kinds = {p.device.type for p in model.parameters()}
-    if len(kinds) != 1 or not kinds <= {"cpu", "cuda"}: return opt, sched
-    opt = torch.optim.Adam(model.parameters(), **{**opt.defaults, "fused": True})   # chapter 6's settings, fused
-    return opt, torch.optim.lr_scheduler.LambdaLR(opt, sched.lr_lambdas[0])
+    if len(kinds) != 1 or not kinds <= {"cpu", "cuda"}: return _adam_noam_optimizer(model, model_size, factor, warmup)
+    opt = torch.optim.Adam(model.parameters(), **ADAM_SETTINGS, fused=True)          # chapter 6's settings, fused
+    return opt, torch.optim.lr_scheduler.LambdaLR(opt, lambda step: rate(step, model_size, factor, warmup))
 
 fused_noam_optimizer.__wrapped__ = _adam_noam_optimizer
 noam_optimizer = fused_noam_optimizer                  # the package's
 
 # %% ../nbs/9c_training_recipes.ipynb #b7c3e1a3
-@dataclass
-class RunState:
-    "Chapter 6's counters, and those the runner logs and checkpoints."
-    step: int = 0; micro_step: int = 0   # optimizer steps taken; batches seen (forward and backward passes)
-    samples: int = 0; tokens: int = 0    # sequences seen; target tokens seen (padding excluded)
-
-TrainState = RunState                                  # the package's
 _plain_run_epoch = inspect.unwrap(run_epoch)           # chapter 6's
 
 def resumable_run_epoch(batches: Iterable[Batch], model: nn.Module, criterion: nn.Module, optimizer=None,
-                        scheduler=None, *, state: RunState | None = None, max_steps: int | None = None,
-                        progress: bool = True, callback: Callable[[RunState, Tensor], bool] | None = None,
-                        **options) -> tuple[float, RunState]:
-    """Chapter 6's `run_epoch` (`options`: its `mode`, `accum_steps`, `clip_norm`), counting on from `state` (a resumed
-    run's counters; `max_steps` counts from step 0) and counting sequences and tokens, with a progress bar."""
-    state = RunState() if state is None else state
-    if options.get("mode") == "eval":
-        bar = tqdm(batches, desc="eval", disable=not progress, leave=False)
-        return _plain_run_epoch(bar, model, criterion, **options)[0], state
-    step0, micro0 = state.step, state.micro_step
-    def counted(batches: Iterable[Batch]) -> Iterable[Batch]:    # chapter 6's loop draws only the batches it uses
-        for b in batches: state.samples += b.src.size(0); state.tokens += b.ntokens; yield b
-    with tqdm(desc="train", unit="step", disable=not progress, mininterval=1.0) as bar:
-        def after_step(s: RunState, loss_per_token: Tensor) -> bool:
-            state.step, state.micro_step = step0 + s.step, micro0 + s.micro_step; bar.update(1)
-            return callback is not None and callback(state, loss_per_token)
-        loss, _ = _plain_run_epoch(counted(batches), model, criterion, optimizer, scheduler, callback=after_step,
-                                   max_steps=None if max_steps is None else max_steps - step0, **options)
+                        scheduler=None, *, state: TrainState | None = None, max_steps: int | None = None,
+                        callback: Callable[[TrainState, Tensor], bool] | None = None, **options) -> tuple[float, TrainState]:
+    """Chapter 6's `run_epoch` (`options`: its `mode`, `accum_steps`, `clip_norm`, `progress`), counting on from `state`
+    (a resumed run's counters, updated in place; `max_steps` counts from step 0)."""
+    state = TrainState() if state is None else state
+    if options.get("mode") == "eval": return _plain_run_epoch(batches, model, criterion, **options)[0], state
+    before = dict(vars(state))                                         # the counters of the runs before this one
+    def after_step(s: TrainState, loss_per_token: Tensor) -> bool:     # s: chapter 6's counters of this call
+        for k, v in vars(s).items(): setattr(state, k, before[k] + v)
+        return callback is not None and callback(state, loss_per_token)
+    loss, _ = _plain_run_epoch(batches, model, criterion, optimizer, scheduler, callback=after_step,
+                               max_steps=None if max_steps is None else max_steps - before["step"], **options)
     return loss, state
 
 resumable_run_epoch.__wrapped__ = _plain_run_epoch
