@@ -13,25 +13,24 @@ from pathlib import Path
 import sacrebleu, torch
 from tokenizers import Tokenizer
 from .model import EncoderDecoder, make_model
-from .training import Batch, FusedLabelSmoothing
-from .decoding import fast_greedy_decode
-from .decoding import beam_search
+from .training import Batch, LabelSmoothing
+from .decoding import cached_greedy_decode, beam_search_one
 from .checkpoint import load_model, resolve_checkpoint
 from .data import (PAD, BOS, EOS, load_multi30k, train_tokenizer, load_tokenizer, encode, encode_batch,
     decode_batch, encode_pairs, TokenBudgetSampler, pad_sequences, collate, load_result)
 
 # %% auto #0
-__all__ = ['MULTI30K_PRESETS', 'Multi30kSettings', 'Multi30k', 'translate', 'bleu', 'load_translator', 'attention_maps', 'Multi30kTask', 'multi30k_run_report', 'shipped_translator_report']
+__all__ = ['MULTI30K_PRESETS', 'Multi30kSettings', 'Multi30k', 'translate', 'bleu', 'load_translator', 'attention_maps', 'MULTI30K_RUN_PRESETS', 'fast_translate', 'Multi30kTask', 'multi30k_run_report', 'shipped_translator_report']
 
 # %% ../nbs/09_translation.ipynb #07ea0617
-#: preset name -> the settings it gives a `Multi30kTask` (model = `make_model`'s arguments besides the vocabulary)
+#: preset name -> the settings it gives a `Multi30k` (model = `make_model`'s arguments besides the vocabulary)
 MULTI30K_PRESETS = {
     "tiny": dict(model=dict(N=2, d_model=64, d_ff=128, h=4, dropout=0.0), vocab_size=1000, max_train_pairs=400,
-                 max_tokens=1024, lr_factor=0.5, warmup=100, max_steps=200, eval_every=100, eval_size=100),
+                 max_tokens=1024, lr_factor=0.5, warmup=100),
     "small": dict(model=dict(N=3, d_model=256, d_ff=1024, h=4, dropout=0.1), vocab_size=8000, max_train_pairs=None,
-                  max_tokens=4096, lr_factor=1.0, warmup=1000, max_steps=6000, eval_every=500, eval_size=None),
+                  max_tokens=4096, lr_factor=1.0, warmup=1000),
     "base": dict(model=dict(N=6, d_model=512, d_ff=2048, h=8, dropout=0.1), vocab_size=8000, max_train_pairs=None,
-                 max_tokens=4096, lr_factor=1.0, warmup=2000, max_steps=8000, eval_every=500, eval_size=None),
+                 max_tokens=4096, lr_factor=1.0, warmup=2000),
 }
 
 # %% ../nbs/09_translation.ipynb #249100cc
@@ -41,7 +40,6 @@ class Multi30kSettings:
     preset: str = "small"
     data_dir: str | None = None        # folder with the Multi30k files; None: the download cache
     label_smoothing: float = 0.1
-    eval_split: str = "val"
     dropout: float | None = None       # None: the preset model's
     model: dict | None = None
     vocab_size: int | None = None
@@ -49,9 +47,6 @@ class Multi30kSettings:
     max_tokens: int | None = None      # the token budget of a batch
     lr_factor: float | None = None
     warmup: int | None = None
-    max_steps: int | None = None
-    eval_every: int | None = None
-    eval_size: int | None = None       # validation sentences per evaluation during training (None: all)
 
     def __post_init__(self):
         if self.preset not in MULTI30K_PRESETS:
@@ -65,11 +60,15 @@ class Multi30kSettings:
 @dataclass
 class Multi30k(Multi30kSettings):
     "German -> English on Multi30k: one BPE vocabulary, tied embeddings, label smoothing, token-budget batches, BLEU."
-    def prepare(self) -> Tokenizer:
-        "Read the training and validation pairs; learn the shared BPE vocabulary from the training pairs."
+    def read_pairs(self) -> None:
+        "Read the training pairs (the first `max_train_pairs`, when set) and the validation pairs."
         pairs = load_multi30k("train", self.data_dir)
         self.train_pairs = pairs[: self.max_train_pairs] if self.max_train_pairs else pairs
-        self.eval_pairs = load_multi30k(self.eval_split, self.data_dir)
+        self.eval_pairs = load_multi30k("val", self.data_dir)
+
+    def prepare(self) -> Tokenizer:
+        "Read the pairs; learn the shared BPE vocabulary from the training pairs."
+        self.read_pairs()
         self.tokenizer = train_tokenizer(self.train_pairs, self.vocab_size)
         return self.tokenizer
 
@@ -77,8 +76,8 @@ class Multi30k(Multi30kSettings):
         v = self.tokenizer.get_vocab_size()        # one vocabulary for both languages, so one embedding matrix
         return make_model(v, v, tie_embeddings=True, **{**self.model, **({} if self.dropout is None else {"dropout": self.dropout})})
 
-    def criterion(self) -> FusedLabelSmoothing:
-        return FusedLabelSmoothing(self.tokenizer.get_vocab_size(), padding_idx=PAD, smoothing=self.label_smoothing)
+    def criterion(self) -> LabelSmoothing:
+        return LabelSmoothing(self.tokenizer.get_vocab_size(), padding_idx=PAD, smoothing=self.label_smoothing)
 
     def batches(self, generator: torch.Generator) -> Iterator[Batch]:
         "Endless batches of the training pairs under the token budget (part 1's sampler), reshuffled every epoch."
@@ -116,9 +115,10 @@ def translate(model: EncoderDecoder, tokenizer: Tokenizer, sentences: Sequence[s
             limit = max_len if max_len is not None else src.size(1) + 50
             if limit > (table := model.config.get("max_len", limit)):                            # positions it knows
                 raise ValueError(f"max_len={limit} is beyond the model's positional table of {table}; ask for at most {table}.")
-            if beam == 1: ys = fast_greedy_decode(model, src, src_mask, limit, BOS, EOS, pad_symbol=PAD)
-            else: ys, _ = beam_search(model, src, src_mask, limit, BOS, EOS, beam, length_penalty, pad_symbol=PAD)
-            out += decode_batch(tokenizer, ys.cpu())                                               # ys: (b, <= limit)
+            if beam == 1: ys = cached_greedy_decode(model, src, src_mask, limit, BOS, EOS, pad_symbol=PAD).cpu()  # (b, <= limit)
+            else: ys = [beam_search_one(model, s[s != PAD][None], max_len or int((s != PAD).sum()) + 50, BOS, EOS,
+                                        beam, length_penalty)[0] for s in src]                     # one source (1, S) at a time
+            out += decode_batch(tokenizer, ys)
     finally:
         model.train(was_training)
     return out
@@ -171,6 +171,39 @@ def attention_maps(model: EncoderDecoder, tokenizer: Tokenizer, src_sentence: st
 from typing import ClassVar
 from .checkpoint import atomic_write
 from .tasks import register_task, task_settings, save_task_settings
+from .training import FusedLabelSmoothing
+from .decoding import fast_greedy_decode, beam_search
+
+# %% ../nbs/9f_translation_runs.ipynb #35dacc3f
+#: preset name -> the runner's settings for it (`small`: the length and evaluation interval of the stored runs)
+MULTI30K_RUN_PRESETS = {"tiny": dict(max_steps=200, eval_every=100, eval_size=100),
+                        "small": dict(max_steps=4000, eval_every=250, eval_size=None),
+                        "base": dict(max_steps=8000, eval_every=500, eval_size=None)}
+
+@torch.no_grad()
+def fast_translate(model: EncoderDecoder, tokenizer: Tokenizer, sentences: Sequence[str], beam: int = 1,
+                   max_len: int | None = None, device=None, batch_size: int = 64, length_penalty: float = 0.6) -> list[str]:
+    """`translate` with the batched decoders of appendix 9b: `fast_greedy_decode`, or `beam_search` over a whole batch
+    (outputs stop at most 50 tokens past the batch's longest source). The same arguments; one string per sentence."""
+    if beam < 1: raise ValueError(f"beam must be >= 1 (1 is greedy decoding), got {beam}.")
+    if isinstance(sentences, str): sentences = [sentences]
+    device = device if device is not None else next(model.parameters()).device
+    was_training, out = model.training, []
+    model.eval()
+    try:
+        for i in range(0, len(sentences), batch_size):
+            src = pad_sequences(encode_batch(tokenizer, sentences[i:i + batch_size])).to(device)   # (b, S)
+            src_mask = (src != PAD).unsqueeze(-2)                                                  # (b, 1, S)
+            limit = max_len if max_len is not None else src.size(1) + 50
+            if limit > (table := model.config.get("max_len", limit)):
+                raise ValueError(f"max_len={limit} is beyond the model's positional table of {table}; ask for at most {table}.")
+            if beam == 1: ys = fast_greedy_decode(model, src, src_mask, limit, BOS, EOS, pad_symbol=PAD)
+            else: ys, _ = beam_search(model, src, src_mask, limit, BOS, EOS, beam, length_penalty, pad_symbol=PAD)
+            out += decode_batch(tokenizer, ys.cpu())                                               # ys: (b, <= limit)
+    finally:
+        model.train(was_training)
+    return out
+
 
 # %% ../nbs/9f_translation_runs.ipynb #6812d07e
 @register_task
@@ -178,20 +211,34 @@ from .tasks import register_task, task_settings, save_task_settings
 class Multi30kTask(Multi30k):
     "`Multi30k` (chapter 9) as the runner's task `multi30k`: the interface, early stop, side files, resumption, sharding."
     target_bleu: float | None = None   # stop early once validation BLEU reaches it (None: run to max_steps)
+    eval_split: str = "val"
+    max_steps: int | None = None       # None: the preset's (`MULTI30K_RUN_PRESETS`)
+    eval_every: int | None = None
+    eval_size: int | None = None       # validation sentences per evaluation during training (None: all)
     name: ClassVar[str] = "multi30k"
     metric: ClassVar[str] = "bleu"
     higher_is_better: ClassVar[bool] = True
     shards_data: ClassVar[bool] = True       # one fixed training set: DDP processes split each epoch's batches
     side_files: ClassVar[tuple[str, ...]] = ("tokenizer.json", "task.json")
 
+    def __post_init__(self):
+        super().__post_init__()
+        for k, v in MULTI30K_RUN_PRESETS[self.preset].items():
+            if getattr(self, k) is None: setattr(self, k, v)
+
     @classmethod
     def upgrade(cls, saved: dict) -> dict: return saved
 
+    def read_pairs(self) -> None:
+        "`Multi30k.read_pairs`, with the evaluation pairs of `eval_split`."
+        super().read_pairs()
+        if self.eval_split != "val": self.eval_pairs = load_multi30k(self.eval_split, self.data_dir)
+
     def prepare(self, out: str | os.PathLike | None = None, resume: bool = False, save: bool = True) -> Tokenizer:
-        """`Multi30k.prepare`; when `resume`, keep the tokenizer of the newest checkpoint in `out` instead; when `save`,
-        write it and `task.json` to `out` atomically (in data-parallel training only rank 0 saves)."""
-        super().prepare()
-        if resume and out is not None: self.tokenizer = load_tokenizer(resolve_checkpoint(out))
+        """`Multi30k.prepare`; when `resume`, read the pairs and take the tokenizer of the newest checkpoint in `out`
+        (learning none); when `save`, write it and `task.json` to `out` atomically (in DDP only rank 0 saves)."""
+        if resume and out is not None: self.read_pairs(); self.tokenizer = load_tokenizer(resolve_checkpoint(out))
+        else: super().prepare()
         if out is not None and save:          # beside the run, from where every checkpoint copies them
             Path(out).mkdir(parents=True, exist_ok=True)
             atomic_write(Path(out, "tokenizer.json"), lambda tmp: self.tokenizer.save(str(tmp)))
@@ -221,13 +268,14 @@ class Multi30kTask(Multi30k):
 
     def predict(self, model: EncoderDecoder, inputs: Sequence[str], **options) -> list[str]:
         "Translations of the German `inputs` (`translate`'s options: beam, length_penalty, batch_size, max_len)."
-        return translate(model, self._need(), list(inputs), **options)
+        return fast_translate(model, self._need(), list(inputs), **options)
 
     def build_model(self) -> EncoderDecoder:
         self._need(); return super().build_model()
 
     def criterion(self) -> FusedLabelSmoothing:
-        self._need(); return super().criterion()
+        "The chapter's loss in its fused form (appendix 9c tests them equal)."
+        return FusedLabelSmoothing(self._need().get_vocab_size(), padding_idx=PAD, smoothing=self.label_smoothing)
 
     def batches(self, generator: torch.Generator, rank: int = 0, world: int = 1, start: int = 0) -> Iterator[Batch]:
         """`Multi30k.batches`, but process `rank` of `world` takes every `world`-th batch of an epoch and the first
@@ -246,11 +294,12 @@ class Multi30kTask(Multi30k):
 
     def evaluate(self, model: EncoderDecoder, generator: torch.Generator | None, device, n: int | None = None,
                  split: str | None = None, beam: int = 1, length_penalty: float = 0.6) -> dict:
-        "`Multi30k.evaluate` of the first `n` pairs of `split` (default: `eval_size` of the validation split)."
+        "`Multi30k.evaluate`, with `fast_translate`, of the first `n` pairs of `split` (default: `eval_size` of `eval_split`)."
         self._need(); split = split or self.eval_split
         pairs = self.eval_pairs if split == self.eval_split and self.eval_pairs is not None else load_multi30k(split, self.data_dir)
-        r = super().evaluate(model, pairs[: n or self.eval_size or len(pairs)], beam, length_penalty, device)
-        return {**r, "split": split}
+        pairs = pairs[: n or self.eval_size or len(pairs)]
+        hyps = fast_translate(model, self.tokenizer, [de for de, _ in pairs], beam=beam, device=device, length_penalty=length_penalty)
+        return {**bleu(hyps, [en for _, en in pairs]), "n": len(pairs), "beam": beam, "split": split}
 
 
 # %% ../nbs/9f_translation_runs.ipynb #eeb53b85

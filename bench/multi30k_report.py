@@ -34,7 +34,7 @@ from annotated_transformer.checkpoint import load_config, resolve_checkpoint  # 
 from annotated_transformer.cli import average, snapshots  # noqa: E402
 from annotated_transformer.data import PAD, encode_pairs, load_multi30k, translation_loader  # noqa: E402
 from annotated_transformer.run import evaluate  # noqa: E402
-from annotated_transformer.translation import load_translator, translate  # noqa: E402
+from annotated_transformer.translation import fast_translate, load_translator  # noqa: E402
 from annotated_transformer.training import Batch, LabelSmoothing, run_epoch  # noqa: E402
 
 
@@ -102,7 +102,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     model, tok = load_translator(averaged, "cpu")
     test = load_multi30k("test2016", data_dir)
-    hyps = translate(model, tok, [d for d, _ in test], beam=args.beam)
+    hyps = fast_translate(model, tok, [d for d, _ in test], beam=args.beam)
     sent = [sacrebleu.sentence_bleu(h, [e]).score for h, (_, e) in zip(hyps, test)]
     metric = sacrebleu.BLEU(lowercase=True)          # case-insensitive, as scored by tutorials that lowercase
     lower = metric.corpus_score(hyps, [[e for _, e in test]])
