@@ -137,11 +137,15 @@ def _encoder_layer_forward(self, x: Tensor, mask: Tensor | None, cache: dict | N
     x = self.sublayer[0](x, lambda y: self.self_attn(y, y, y, mask, cache=c_self, is_causal=is_causal))
     return self.sublayer[1](x, self.feed_forward)
 
+def _run_layer(self, layer: nn.Module, *args, **kwargs) -> Tensor:
+    "Runs one layer of a stack: `layer(*args, **kwargs)` (chapter 8 replaces it to save memory in training)."
+    return layer(*args, **kwargs)
+
 def _encoder_forward(self, x: Tensor, mask: Tensor | None, cache: list[dict] | None = None,
                      is_causal: bool = False) -> Tensor:
     "`Encoder.forward`; `cache`: one dict per layer, or None."
     for i, layer in enumerate(self.layers):
-        x = layer(x, mask, None if cache is None else cache[i], is_causal)
+        x = self._run_layer(layer, x, mask, cache=None if cache is None else cache[i], is_causal=is_causal)
     return self.norm(x)
 
 def _decoder_layer_forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
@@ -156,39 +160,23 @@ def _decoder_forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None, t
                      cache: list[dict] | None = None, is_causal: bool = False) -> Tensor:
     "`Decoder.forward`; `cache`: one dict per layer (see `DecoderLayer`), or None."
     for i, layer in enumerate(self.layers):
-        x = layer(x, memory, src_mask, tgt_mask, None if cache is None else cache[i], is_causal)
+        x = self._run_layer(layer, x, memory, src_mask, tgt_mask, cache=None if cache is None else cache[i],
+                            is_causal=is_causal)
     return self.norm(x)
 
 EncoderLayer.forward, Encoder.forward = _encoder_layer_forward, _encoder_forward
 DecoderLayer.forward, Decoder.forward = _decoder_layer_forward, _decoder_forward
+Encoder._run_layer = Decoder._run_layer = _run_layer
 
 # %% ../nbs/08_going_big.ipynb #a23fadb2
 from torch.utils.checkpoint import checkpoint
 
 # %% ../nbs/08_going_big.ipynb #e2b30692
-def _encoder_forward(self, x: Tensor, mask: Tensor | None, cache: list[dict] | None = None,
-                     is_causal: bool = False) -> Tensor:
-    "`Encoder.forward`; `cache`: one dict per layer, or None; checkpoints each layer if `checkpoint_activations`."
-    for i, layer in enumerate(self.layers):
-        if cache is not None:
-            x = layer(x, mask, cache[i], is_causal)
-        elif self.checkpoint_activations and self.training and torch.is_grad_enabled():
-            x = checkpoint(layer, x, mask, None, is_causal, use_reentrant=False)   # keeps only the layer's input
-        else:
-            x = layer(x, mask, is_causal=is_causal)
-    return self.norm(x)
+def _checkpointed_run_layer(self, layer: nn.Module, *args, cache: dict | None = None, **kwargs) -> Tensor:
+    "Chapter 7's hook: `layer(...)`; while training with `checkpoint_activations`, only the layer's inputs are kept."
+    if cache is None and self.checkpoint_activations and self.training and torch.is_grad_enabled():
+        return checkpoint(layer, *args, use_reentrant=False, **kwargs)   # backward re-runs the layer's forward pass
+    return layer(*args, cache=cache, **kwargs)     # a decoding cache: never recomputed (it would be filled twice)
 
-def _decoder_forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
-                     cache: list[dict] | None = None, is_causal: bool = False) -> Tensor:
-    "`Decoder.forward`; `cache`: one dict per layer, or None; checkpoints each layer if `checkpoint_activations`."
-    for i, layer in enumerate(self.layers):
-        if cache is not None:
-            x = layer(x, memory, src_mask, tgt_mask, cache=cache[i], is_causal=is_causal)
-        elif self.checkpoint_activations and self.training and torch.is_grad_enabled():
-            x = checkpoint(layer, x, memory, src_mask, tgt_mask, None, is_causal, use_reentrant=False)
-        else:
-            x = layer(x, memory, src_mask, tgt_mask, is_causal=is_causal)
-    return self.norm(x)
-
-Encoder.forward, Decoder.forward = _encoder_forward, _decoder_forward
+Encoder._run_layer = Decoder._run_layer = _checkpointed_run_layer
 Encoder.checkpoint_activations = Decoder.checkpoint_activations = False   # the package's make_model sets it per model
