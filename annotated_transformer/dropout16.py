@@ -1,4 +1,4 @@
-"""Memory, speed and kernels of chapter 8's techniques, measured on CPUs and on an NVIDIA H100, the opt-in 16-bit dropout mask, and the runner's sharded checkpoints.
+"""Memory, speed and kernels of chapter 8's techniques, measured on CPUs and on an NVIDIA H100, the opt-in 16-bit dropout mask, and the runner's sharding (bf16 gathers) and sharded checkpoints.
 
 Docs: https://annotated-transformer.github.io/annotated-transformer/going_big_measured.html.md"""
 

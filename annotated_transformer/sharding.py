@@ -21,13 +21,13 @@ import torch.distributed.checkpoint as dcp
 from torch import nn, Tensor
 from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_optimizer_state_dict,
                                                      get_state_dict, set_state_dict)
-from torch.distributed.fsdp import FSDPModule, MixedPrecisionPolicy, fully_shard
+from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.distributed.tensor import DTensor
 
 from .model import model_from_config
 
 # %% auto #0
-__all__ = ['shard_units', 'shard_model', 'is_sharded', 'gathered', 'state_bytes', 'demo_train', 'save_shards', 'load_shards', 'consolidate_shards', 'join_process_group', 'SHARDS', 'SHARDED_STATE', 'save_sharded', 'is_sharded_checkpoint', 'load_sharded', 'consolidate']
+__all__ = ['shard_units', 'shard_model', 'is_sharded', 'gathered', 'state_bytes', 'demo_train', 'save_shards', 'load_shards', 'consolidate_shards', 'join_process_group', 'SHARDS', 'SHARDED_STATE', 'save_sharded', 'is_sharded_checkpoint', 'load_sharded', 'consolidate', 'shard_model_for_run']
 
 # %% ../nbs/08_sharding.ipynb #46c857b9
 def shard_units(model: nn.Module) -> list[nn.Module]:
@@ -35,17 +35,14 @@ def shard_units(model: nn.Module) -> list[nn.Module]:
     return [layer for part in ("encoder", "decoder") if isinstance(getattr(model, part, None), nn.Module)
             for layer in getattr(getattr(model, part), "layers", [])]
 
-def shard_model(model: nn.Module, precision: str = "fp32", device: torch.device | str = "cpu") -> nn.Module:
+def shard_model(model: nn.Module) -> nn.Module:
     """Shard `model` in place across the process group (FSDP2): each encoder and decoder layer is one unit, gathered
     just before it runs and freed after; the root takes the rest. Each parameter becomes a `DTensor` of which this rank
-    keeps 1/P. `precision="bf16"` on CUDA: gathered weights bf16, reduce-scatter fp32 (shards and Adam fp32)."""
+    keeps 1/P."""
     if not dist.is_initialized():
         raise RuntimeError("shard_model needs a process group: run under torchrun (or call init_process_group).")
-    if precision not in ("fp32", "bf16", "fp16"): raise ValueError(f"precision must be fp32, bf16 or fp16, got {precision!r}.")
-    mp = (MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-          if precision == "bf16" and torch.device(device).type == "cuda" else MixedPrecisionPolicy())
-    for layer in shard_units(model): fully_shard(layer, mp_policy=mp)
-    fully_shard(model, mp_policy=mp)
+    for layer in shard_units(model): fully_shard(layer)
+    fully_shard(model)
     return model
 
 def is_sharded(model: nn.Module) -> bool:
@@ -196,6 +193,7 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_state_dict
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 from .checkpoint import (CONFIG_FILE, FORMAT_VERSION, UNIT_PREFIX, CheckpointError, _fsync_tree,
                                               _read_json, checkpoint_units, resolve_checkpoint, save_model)
@@ -273,3 +271,16 @@ def consolidate(path: str | Path) -> Path:
     cfg = _read_json(path / CONFIG_FILE)
     model = consolidate_shards(path / SHARDS, model_from_config(cfg["model"]))
     return save_model(model, path, {k: v for k, v in cfg.items() if k not in ("format_version", "model")})
+
+# %% ../nbs/9d_going_big_measured.ipynb #8a7c1673
+def shard_model_for_run(model: nn.Module, precision: str = "fp32", device: torch.device | str = "cpu") -> nn.Module:
+    """The runner's `shard_model`: the same units; with `precision="bf16"` on CUDA, gathered weights bf16 and the
+    gradients' reduce-scatter fp32 (shards and Adam fp32). Elsewhere chapter 8's `shard_model`."""
+    if precision not in ("fp32", "bf16", "fp16"): raise ValueError(f"precision must be fp32, bf16 or fp16, got {precision!r}.")
+    if not (precision == "bf16" and torch.device(device).type == "cuda"): return shard_model(model)
+    if not dist.is_initialized():
+        raise RuntimeError("shard_model_for_run needs a process group: run under torchrun (or call init_process_group).")
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
+    for layer in shard_units(model): fully_shard(layer, mp_policy=mp)
+    fully_shard(model, mp_policy=mp)
+    return model
