@@ -18,7 +18,7 @@ from .attention import MultiHeadedAttention
 from .blocks import (PositionwiseFeedForward, EncoderLayer, Encoder, DecoderLayer, Decoder)
 
 # %% auto #0
-__all__ = ['InputEmbedding', 'Generator', 'EncoderDecoder', 'init_weights', 'make_model', 'count_parameters', 'cached_length', 'Classifier', 'make_classifier', 'LanguageModel', 'make_language_model', 'make_model', 'model_from_config', 'empty_cache', 'select_cache_rows']
+__all__ = ['InputEmbedding', 'Generator', 'EncoderDecoder', 'init_weights', 'make_model', 'count_parameters', 'cached_length', 'Classifier', 'make_classifier', 'LanguageModel', 'make_language_model', 'make_model', 'model_from_config', 'empty_cache', 'select_cache_rows', 'make_classifier']
 
 # %% ../nbs/05_model.ipynb #9abd3a06
 class InputEmbedding(nn.Module):
@@ -168,18 +168,16 @@ class Classifier(nn.Module):
 
 # %% ../nbs/10_classification.ipynb #aba9ce6a
 def make_classifier(vocab: int, n_classes: int = 2, N: int = 2, d_model: int = 128, d_ff: int = 512, h: int = 4,
-                    dropout: float = 0.1, *, pool: str = "mean", norm_first: bool = True, max_len: int = 512,
-                    positional: str = "sinusoidal", embed_init: str = "normal") -> Classifier:
-    """An encoder-only classifier built from `make_model`'s parts: `N` `EncoderLayer`s (pre-norm by default, as GPT-2), pooling (`Classifier`), and a linear head. `max_len`: the
-    longest input in tokens."""
+                    dropout: float = 0.1, *, pool: str = "mean", norm_first: bool = True, max_len: int = 512) -> Classifier:
+    """An encoder-only classifier built from `make_model`'s parts: `N` `EncoderLayer`s (pre-norm by default, as GPT-2),
+    pooling (`Classifier`), and a linear head. `max_len`: the longest input in tokens."""
     config = dict(kind="classifier", src_vocab=vocab, tgt_vocab=n_classes, N=N, d_model=d_model, d_ff=d_ff, h=h,
-                  dropout=dropout, pool=pool, norm_first=norm_first, max_len=max_len, positional=positional,
-                  embed_init=embed_init)
+                  dropout=dropout, pool=pool, norm_first=norm_first, max_len=max_len)
     layer = EncoderLayer(d_model, MultiHeadedAttention(h, d_model, dropout), PositionwiseFeedForward(d_model, d_ff, dropout),
                          dropout, norm_first)
-    model = Classifier(InputEmbedding(Embeddings(d_model, vocab), _position(positional, d_model, dropout, max_len)),
+    model = Classifier(InputEmbedding(Embeddings(d_model, vocab), PositionalEncoding(d_model, dropout, max_len)),
                        Encoder(layer, N), Generator(d_model, n_classes), pool)
-    init_weights(model, [model.embed.embed.lut], d_model, embed_init)
+    init_weights(model, [model.embed.embed.lut], d_model)
     model.config = config
     return model
 
@@ -280,3 +278,22 @@ def select_cache_rows(cache: list[dict], rows: Tensor) -> None:
     how a decoding loop drops the sequences that have finished."""
     for layer in cache:
         for part in layer.values(): part.select_rows(rows)
+
+# %% ../nbs/9g_classification_runs.ipynb #c9gmk02
+_teaching_make_classifier = getattr(make_classifier, "teaching", make_classifier)   # chapter 10's function
+
+def _make_classifier(vocab: int, n_classes: int = 2, N: int = 2, d_model: int = 128, d_ff: int = 512, h: int = 4,
+                     dropout: float = 0.1, *, pool: str = "mean", norm_first: bool = True, max_len: int = 512,
+                     positional: str = "sinusoidal", embed_init: str = "normal") -> Classifier:
+    """Chapter 10's `make_classifier` with `make_model`'s `positional` ("sinusoidal" | "learned") and `embed_init`
+    ("normal" | "xavier"), both recorded in `model.config`; with the defaults, chapter 10's model drawn the same way."""
+    model = _teaching_make_classifier(vocab, n_classes, N, d_model, d_ff, h, dropout, pool=pool,
+                                      norm_first=norm_first, max_len=max_len)
+    if (positional, embed_init) != ("sinusoidal", "normal"):   # drawn again, as make_model draws these options
+        model.embed.position = _position(positional, d_model, dropout, max_len)
+        init_weights(model, [model.embed.embed.lut], d_model, embed_init)
+    model.config = {**model.config, "positional": positional, "embed_init": embed_init}
+    return model
+
+_make_classifier.teaching = _teaching_make_classifier
+make_classifier = _make_classifier
