@@ -38,7 +38,7 @@ from .checkpoint import (CheckpointError, load_model, load_config, save_model,
     is_regular_file, is_real_dir, UNIT_PREFIX)
 from .tasks import TASKS, make_task, task_from_checkpoint
 from .data import DataError
-from .sharding import (join_process_group, shard_model, gathered, save_sharded, load_sharded,
+from .sharding import (join_process_group, shard_model_for_run, gathered, save_sharded, load_sharded,
     is_sharded_checkpoint, consolidate)
 from .pretrained import pretrained_dir, resolve_model
 from . import translation, classification, language_model, wmt14   # register their tasks  # noqa: F401
@@ -464,7 +464,7 @@ def _train(cfg: TrainConfig, task, device: torch.device, out: Path, rank: int, w
     for m in model.modules():   # the encoder and decoder stacks (one stack in chapters 10-11's models)
         if hasattr(m, "checkpoint_activations"): m.checkpoint_activations = cfg.checkpoint_activations
     sharded = cfg.shard and world > 1
-    if sharded: shard_model(model, cfg.precision, device)    # in place: each process keeps 1/P of every tensor
+    if sharded: shard_model_for_run(model, cfg.precision, device)    # in place: each process keeps 1/P of every tensor
     opt, sched = noam_optimizer(model, model.config["d_model"], task.lr_factor, task.warmup)
     scaler = torch.amp.GradScaler(device.type) if cfg.precision == "fp16" else None
     shards = task.shards_data

@@ -235,7 +235,7 @@ def finished_rows(data_dir: str, threads: int, repeats: int, n: int = 1000, batc
     from annotated_transformer import translation
     from annotated_transformer.run import load_pretrained
     from annotated_transformer.data import load_multi30k
-    from annotated_transformer.translation import translate
+    from annotated_transformer.translation import fast_translate
     torch.set_num_threads(threads)
     model, task = load_pretrained("multi30k-small")
     sentences = [de for de, _ in load_multi30k("test2016", data_dir)[:n]]
@@ -246,7 +246,7 @@ def finished_rows(data_dir: str, threads: int, repeats: int, n: int = 1000, batc
         for _ in range(repeats):
             for drop, fn in runs.items():
                 setattr(translation, name, fn)
-                t0 = time.perf_counter(); outs[drop] = translate(model, task.tokenizer, sentences, batch_size=batch)
+                t0 = time.perf_counter(); outs[drop] = fast_translate(model, task.tokenizer, sentences, batch_size=batch)
                 times[drop].append(time.perf_counter() - t0)
     setattr(translation, name, before)
     assert outs[True] == outs[False]

@@ -7,7 +7,7 @@ For every `alpha` (GNMT's length penalty, chapter 7) it decodes the 1,014 valida
 `--beam` and records sacreBLEU with its parts (n-gram precisions, brevity penalty, lengths); greedy decoding is the
 reference point. The alpha with the best validation BLEU is chosen, and only then is test2016 decoded: greedy, with
 the default alpha 0.6, and with the chosen alpha. The decoders are the library's (`fast_greedy_decode`, and the
-batched `beam_search` that appendix 9b tests equal to chapter 7's `beam_search_one`), called as `translate` calls them.
+batched `beam_search` that appendix 9b tests equal to chapter 7's `beam_search_one`), called as `fast_translate` calls them.
 For every sentence of every setting it also stores sacreBLEU's counts (output and reference lengths, matching and total
 n-grams for n = 1..4; summed over sentences they give the corpus BLEU, so chapter 7 can resample them for paired
 bootstrap intervals), the output's length in tokens and its summed log-probability under the model. The test
@@ -41,7 +41,7 @@ DEFAULT_ALPHA = 0.6   # `translate`'s default, the value of Wu et al. (2016) tha
 
 @torch.no_grad()
 def decode_scored(model, tok, sentences: list[str], beam: int, alpha: float, batch_size: int = 64):
-    """`translate`'s decoding (the same decoders, batches and length limit), also returning for each output its
+    """`fast_translate`'s decoding (the same decoders, batches and length limit), also returning for each output its
     length in tokens (end symbol included) and its summed log-probability by one teacher-forced pass."""
     hyps, lengths, logps = [], [], []
     for i in range(0, len(sentences), batch_size):
