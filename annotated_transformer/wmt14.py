@@ -18,6 +18,7 @@ from .training import Batch
 from .checkpoint import resolve_checkpoint, atomic_write
 from .data import (PAD, SPECIAL_TOKENS, DataError, TokenBudgetSampler, cache_root, check_tokenizer, collate, encode_batch,
     load_tokenizer, new_tokenizer, read_lines, sha256_file, _fetch)
+from .utils import file_digest
 from .tasks import register_task, save_task_settings
 from .translation import Multi30kTask, translate, bleu
 
@@ -56,11 +57,8 @@ def wmt14_cache_dir() -> Path:
     return cache_root() / "wmt14"
 
 def md5_file(path: str | os.PathLike) -> str:
-    "Hex MD5 digest of the file at `path` (sacreBLEU pins its test sets by MD5)."
-    h = hashlib.md5()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20): h.update(chunk)
-    return h.hexdigest()
+    "Hex MD5 digest of the file at `path` (sacreBLEU pins its test sets by MD5; `utils.file_digest`, read in blocks)."
+    return file_digest(path, "md5")
 
 # %% ../nbs/9j_wmt14.ipynb #c9f0c4e0
 def check_archive(path: str | os.PathLike, spec: dict, verify: bool = True) -> Path:
