@@ -3,9 +3,15 @@ fresh virtual environment (with the notebooks' extras), each notebook copied alo
 repository around it: no `../bench`, no `../shared`), then executed top to bottom with `nbdev-test`'s skip flags
 (`notest`, `slow`, `cuda`, `eval: false`). Prints one line per notebook and `standalone: N passed, M failed`.
 
-    python .ci/standalone.py [--jobs 2] [--keep DIR] [notebook ...]
+    python .ci/standalone.py [--jobs 2] [--keep DIR] [--prepare] [notebook ...]
+
+`--prepare --keep DIR` only builds the environment in DIR (mostly downloads and disk writes, little CPU), so that CI can
+build it while the notebooks' tests run; a later `--keep DIR` then installs the current wheel into it and runs the
+notebooks. An environment whose build did not finish is rebuilt from scratch. The notebooks run longest first (by the
+times of the last run on this machine, kept in TIMES), so that the last minutes do not leave one worker idle.
 """
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -16,6 +22,8 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+# seconds per notebook in the last runs on this machine: only the order of the notebooks depends on them
+TIMES = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "annotated_transformer-ci" / "standalone-times.json"
 
 # executed by the virtual environment's Python inside the notebook's empty folder
 RUNNER = r'''
@@ -45,12 +53,16 @@ def main():
     p.add_argument("notebooks", nargs="*", help="default: every notebook in nbs/")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--keep", help="build the environment here and keep it (default: a temporary folder)")
+    p.add_argument("--prepare", action="store_true", help="only build the environment (with --keep), run no notebook")
     args = p.parse_args()
+    if args.prepare and not args.keep: p.error("--prepare needs --keep DIR, where the environment stays for the run")
     work = Path(args.keep or tempfile.mkdtemp(prefix="standalone-")); work.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
     venv = work / "venv"
     py = venv / "bin" / "python"
-    if not py.exists():
+    ready = work / "environment-ready"                 # written once the environment is complete
+    if not ready.exists():
+        shutil.rmtree(venv, ignore_errors=True)        # a build that stopped half-way is not reused
         dist = work / "dist"
         sh([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(ROOT)])
         wheel = next(dist.glob("annotated_transformer-*.whl"))
@@ -58,6 +70,11 @@ def main():
         pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
         sh(pip + ["torch==2.13.0"])                        # the CPU build, as CI installs it
         sh(pip + [f"{wheel}[notebooks]", "execnb"])
+        ready.write_text("")
+        if args.prepare:
+            print(f"environment built in {time.time() - t0:.0f} s in {venv}", flush=True)
+            return
+    elif args.prepare: return
     else:                                                  # a kept environment: refresh the package only
         dist = work / "dist"; shutil.rmtree(dist, ignore_errors=True)
         sh([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(ROOT)])
@@ -67,6 +84,9 @@ def main():
     print(f"environment ready in {time.time() - t0:.0f} s: {where}", flush=True)
     (work / "runner.py").write_text(RUNNER)
     nbs = [Path(n) for n in args.notebooks] or sorted(p for p in (ROOT / "nbs").glob("*.ipynb") if not p.name.startswith("_"))
+    try: times = json.loads(TIMES.read_text())
+    except (OSError, ValueError): times = {}
+    nbs.sort(key=lambda nb: times.get(nb.name, float("inf")), reverse=True)   # longest first, new notebooks before all
 
     def run(nb: Path):
         folder = Path(tempfile.mkdtemp(prefix=nb.stem + "-", dir=work))
@@ -76,6 +96,7 @@ def main():
         t = time.time()
         r = subprocess.run([str(py), str(work / "runner.py"), nb.name], cwd=folder, env=env, capture_output=True,
                            text=True, timeout=900)
+        if r.returncode == 0: shutil.rmtree(folder, ignore_errors=True)    # a failed notebook's folder stays in DIR
         return nb.name, r.returncode == 0, time.time() - t, (r.stdout + r.stderr)[-4000:]
 
     failed = 0
@@ -83,6 +104,9 @@ def main():
         for name, ok, secs, log in pool.map(run, nbs):
             print(f"{'ok  ' if ok else 'FAIL'} {name} ({secs:.0f} s)", flush=True)
             if not ok: failed += 1; print(log, flush=True)
+            times[name] = round(secs, 1)
+    try: TIMES.parent.mkdir(parents=True, exist_ok=True); TIMES.write_text(json.dumps(times, indent=1, sort_keys=True))
+    except OSError: pass                               # a read-only home: the next run keeps the default order
     print(f"standalone: {len(nbs) - failed} passed, {failed} failed, in {time.time() - t0:.0f} s")
     if not args.keep: shutil.rmtree(work, ignore_errors=True)
     sys.exit(1 if failed else 0)
