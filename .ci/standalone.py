@@ -6,11 +6,13 @@ repository around it: no `../bench`, no `../shared`), then executed top to botto
     python .ci/standalone.py [--jobs 2] [--keep DIR] [--prepare] [notebook ...]
 
 `--prepare --keep DIR` only builds the environment in DIR (mostly downloads and disk writes, little CPU), so that CI can
-build it while the notebooks' tests run; a later `--keep DIR` then installs the current wheel into it and runs the
-notebooks. An environment whose build did not finish is rebuilt from scratch. The notebooks run longest first (by the
-times of the last run on this machine, kept in TIMES), so that the last minutes do not leave one worker idle.
+build it while the notebooks' tests run; a later `--keep DIR` installs the current wheel into it (unless the package's
+files are those it was built from) and runs the notebooks. An environment whose build did not finish is rebuilt from
+scratch. The notebooks run longest first (by the times of the last run on this machine, kept in TIMES), so that the
+last minutes do not leave one worker idle.
 """
 import argparse
+import hashlib
 import json
 import os
 import shutil
@@ -43,6 +45,14 @@ for i, cell in enumerate(nb.cells):
         sys.exit(1)
 '''
 
+def package_fingerprint() -> str:
+    "SHA-256 over what goes into the wheel (the package's files, pyproject.toml, README.md): equal, the same wheel."
+    h = hashlib.sha256()
+    files = [p for p in sorted((ROOT / "annotated_transformer").rglob("*")) if p.is_file() and "__pycache__" not in p.parts]
+    for f in files + [ROOT / "pyproject.toml", ROOT / "README.md"]:
+        h.update(str(f.relative_to(ROOT)).encode() + b"\0" + f.read_bytes() + b"\0")
+    return h.hexdigest()
+
 def sh(cmd, **kw):
     r = subprocess.run(cmd, capture_output=True, text=True, **kw)
     if r.returncode: sys.exit(f"failed: {' '.join(map(str, cmd))}\n{r.stdout[-2000:]}\n{r.stderr[-2000:]}")
@@ -63,22 +73,24 @@ def main():
     ready = work / "environment-ready"                 # written once the environment is complete
     if not ready.exists():
         shutil.rmtree(venv, ignore_errors=True)        # a build that stopped half-way is not reused
-        dist = work / "dist"
+        dist = work / "dist"; shutil.rmtree(dist, ignore_errors=True)
+        fingerprint = package_fingerprint()
         sh([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(ROOT)])
         wheel = next(dist.glob("annotated_transformer-*.whl"))
         sh([sys.executable, "-m", "venv", str(venv)])
         pip = [str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
         sh(pip + ["torch==2.13.0"])                        # the CPU build, as CI installs it
         sh(pip + [f"{wheel}[notebooks]", "execnb"])
-        ready.write_text("")
+        ready.write_text(fingerprint)                  # of the package in the environment
         if args.prepare:
             print(f"environment built in {time.time() - t0:.0f} s in {venv}", flush=True)
             return
     elif args.prepare: return
-    else:                                                  # a kept environment: refresh the package only
+    elif ready.read_text() != (fingerprint := package_fingerprint()):   # a kept environment: refresh the package only
         dist = work / "dist"; shutil.rmtree(dist, ignore_errors=True)
         sh([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dist), str(ROOT)])
         sh([str(py), "-m", "pip", "install", "-q", "--no-deps", "--force-reinstall", str(next(dist.glob("*.whl")))])
+        ready.write_text(fingerprint)
     where = sh([str(py), "-c", "import annotated_transformer as a; print(a.__file__)"], cwd=work).stdout.strip()
     assert str(venv) in where, f"the notebooks would import {where}, not the installed wheel"
     print(f"environment ready in {time.time() - t0:.0f} s: {where}", flush=True)
