@@ -8,12 +8,10 @@ repository around it: no `../bench`, no `../shared`), then executed top to botto
 `--prepare --keep DIR` only builds the environment in DIR (mostly downloads and disk writes, little CPU), so that CI can
 build it while the notebooks' tests run; a later `--keep DIR` installs the current wheel into it (unless the package's
 files are those it was built from) and runs the notebooks. An environment whose build did not finish is rebuilt from
-scratch. The notebooks run longest first (by the times of the last run on this machine, kept in TIMES), so that the
-last minutes do not leave one worker idle.
+scratch.
 """
 import argparse
 import hashlib
-import json
 import os
 import shutil
 import subprocess
@@ -24,8 +22,6 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-# seconds per notebook in the last runs on this machine: only the order of the notebooks depends on them
-TIMES = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "annotated_transformer-ci" / "standalone-times.json"
 
 # executed by the virtual environment's Python inside the notebook's empty folder
 RUNNER = r'''
@@ -96,9 +92,6 @@ def main():
     print(f"environment ready in {time.time() - t0:.0f} s: {where}", flush=True)
     (work / "runner.py").write_text(RUNNER)
     nbs = [Path(n) for n in args.notebooks] or sorted(p for p in (ROOT / "nbs").glob("*.ipynb") if not p.name.startswith("_"))
-    try: times = json.loads(TIMES.read_text())
-    except (OSError, ValueError): times = {}
-    nbs.sort(key=lambda nb: times.get(nb.name, float("inf")), reverse=True)   # longest first, new notebooks before all
 
     def run(nb: Path):
         folder = Path(tempfile.mkdtemp(prefix=nb.stem + "-", dir=work))
@@ -116,9 +109,6 @@ def main():
         for name, ok, secs, log in pool.map(run, nbs):
             print(f"{'ok  ' if ok else 'FAIL'} {name} ({secs:.0f} s)", flush=True)
             if not ok: failed += 1; print(log, flush=True)
-            times[name] = round(secs, 1)
-    try: TIMES.parent.mkdir(parents=True, exist_ok=True); TIMES.write_text(json.dumps(times, indent=1, sort_keys=True))
-    except OSError: pass                               # a read-only home: the next run keeps the default order
     print(f"standalone: {len(nbs) - failed} passed, {failed} failed, in {time.time() - t0:.0f} s")
     if not args.keep: shutil.rmtree(work, ignore_errors=True)
     sys.exit(1 if failed else 0)
