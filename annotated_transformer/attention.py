@@ -14,7 +14,7 @@ import torch.nn.functional as F
 from torch import nn, Tensor
 
 # %% auto #0
-__all__ = ['subsequent_mask', 'check_mask', 'attention', 'attend', 'MultiHeadedAttention', 'FEW_QUERIES', 'attend']
+__all__ = ['subsequent_mask', 'check_mask', 'attention', 'attend', 'MultiHeadedAttention', 'FEW_QUERIES']
 
 # %% ../nbs/03_attention.ipynb #cd75249b
 def subsequent_mask(size: int, device=None) -> Tensor:
@@ -127,6 +127,7 @@ MultiHeadedAttention.forward = _mha_forward
 #: explicit formula instead of calling the fused kernel, which is slower there for so few queries
 FEW_QUERIES = 8
 
+# %% ../nbs/9a_attention_kernels.ipynb #76515b8e
 def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout: nn.Dropout | None = None,
            is_causal: bool = False, keep_weights: bool = False) -> tuple[Tensor, Tensor | None]:
     """`MultiHeadedAttention`'s choice of kernel: queries `(b, h, t_q, d_k)` over keys and values `(b_k, h, t_k, d_k)`

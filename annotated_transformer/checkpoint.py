@@ -7,7 +7,6 @@ Docs: https://annotated-transformer.github.io/annotated-transformer/checkpoint.h
 # %% ../nbs/90_checkpoint.ipynb #ff641ffe
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import random
@@ -23,6 +22,7 @@ from safetensors.torch import save_file
 from torch import Tensor
 
 from .model import EncoderDecoder, make_model, model_from_config
+from .utils import file_digest
 
 # %% auto #0
 __all__ = ['FORMAT_VERSION', 'MODEL_FILE', 'CONFIG_FILE', 'STATE_FILE', 'STATE_JSON', 'WEIGHTS_SHA256', 'UNIT_PREFIX',
@@ -51,11 +51,8 @@ def is_real_dir(path: str | Path) -> bool:
     except OSError: return False
 
 def sha256_of(path: str | Path) -> str:
-    "The SHA-256 of a file's bytes, read in 1 MiB blocks."
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 20): h.update(block)
-    return h.hexdigest()
+    "The SHA-256 of a file's bytes (`utils.file_digest`, read in 1 MiB blocks)."
+    return file_digest(path, "sha256")
 
 def _fsync_dir(folder: Path) -> None:
     "Make the renames in `folder` durable (POSIX); opens the folder itself, never an entry in it."

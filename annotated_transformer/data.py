@@ -194,6 +194,7 @@ def translation_loader(examples: Sequence[tuple[Sequence[int], Sequence[int]]], 
 
 # %% ../nbs/9e_data_plumbing.ipynb #36a7904e
 import fnmatch, gzip, hashlib, http.client, json, tarfile, tempfile, time, urllib.error, urllib.request, zipfile, zlib
+from .utils import file_digest
 
 # %% ../nbs/9e_data_plumbing.ipynb #5939508f
 MULTI30K_COMMIT = "a3d2e0d26b56f3846f66a952536ffed4e401d05a"
@@ -234,11 +235,8 @@ def _split_names(split: str) -> tuple[str, str]:
     return MULTI30K_SPLITS[split]
 
 def sha256_file(path: str | os.PathLike) -> str:
-    "Hex SHA-256 digest of the file at `path`."
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20): h.update(chunk)
-    return h.hexdigest()
+    "Hex SHA-256 digest of the file at `path` (`utils.file_digest`, read in blocks)."
+    return file_digest(path, "sha256")
 
 # %% ../nbs/9e_data_plumbing.ipynb #b32e1e48
 def _offline_help(cache: Path) -> str:
@@ -383,6 +381,8 @@ def write_synthetic_multi30k(folder: str | os.PathLike, n_train: int = 400, n_ev
 # %% ../nbs/9e_data_plumbing.ipynb #0ac2a699
 #: the stored results that the chapters show (`bench/results/` of the repository), pinned by sha256
 RESULT_FILES = {
+    "fsdp-amd-epyc-2cores-sweep.json": "3c5dcaac686868f2a0ac1fc881f5866dc88c9584cb671feb08be18bf7b3332df",
+    "restart_store-amd-epyc-2cores.json": "b77f52c8b6a8284ef5493c822d8af0404423686110d1632b40f2bc552f16145d",
     "imdb_pooling-amd-epyc-2cores.json": "f15dfa2b95db4804e84dc6a97fabd6906c55f31b20cecd6d96efe02cbaa8a2a8",
     "precision_curves-seeds-amd-epyc-2cores.json": "95c28e77239da60969b5115d7e24f8efcfb09316eaa8d62676b4252aa2dd8498",
     "fsdp-amd-epyc-2cores.json": "0aad3f03f0f767d4d8ce37c690834a12f09222413d8e5668eee04066c5b465dd",
@@ -397,20 +397,6 @@ RESULT_FILES = {
         "1c5a627426f71331dc05057f68a19af8d0b15c73266b8d6bb71bd326d9a3ff06",
     "modern_ablation-small-amd-epyc-2cores.json": "200531431a92ff1cfe4ab0e40ce466552c0344edc7b2cd661c7df499b1ed9ba1",
     "transformer_xl-small-amd-epyc-2cores.json": "083deafa62f09297d367aa6952a00705f7a47a09ba5e43f9ac4fd73b44a6cc2d",
-    "modern_ablation-amd-epyc-2cores.json":
-        "058557e76223361c13b38ea409b25fb3af1e08cc44d4a52e3ae6755aad663b3c",
-    "imdb_mlm-realmask-300-seed1-amd-epyc-2cores.json":
-        "9c24a7d4af8d6fab73513dd908d65d38317b2ce1b59738cfc9c9f468b13cfedc",
-    "imdb_mlm-realmask-300-seed2-amd-epyc-2cores.json":
-        "2c52d3ab9504da3d65ecfed854dc8f9fce0d303b90436f15aa7b74b1e3d82550",
-    "imdb_mlm-realmask-300-seed3-amd-epyc-2cores.json":
-        "cf06f6454705f2b98ba97178214a34307697b27708817d7f94e79d252e2a6dab",
-    "imdb_mlm-scratch-seed1-amd-epyc-2cores.json":
-        "dd1bb7cefe1334252676d790673d9e6ad290f27d90b9b4233df2fd45c43b2784",
-    "imdb_mlm-scratch-seed2-amd-epyc-2cores.json":
-        "1a66ad88d348864e77f097abe8aaf8264780d67e802c88d796a3589e5ba7e2f0",
-    "imdb_mlm-scratch-seed3-amd-epyc-2cores.json":
-        "03bd43d5a05dee7df6dd2896132800b7be09a20392c184f4f9d99df6f19ddadb",
     "sparse_attention-amd-epyc-2cores.json":
         "c8252180cc0cc8401f589907f4c36351bac3edea66d1daad0373504c4714ed09",
     "sparse_attention-seed1-amd-epyc-2cores.json":
@@ -419,18 +405,10 @@ RESULT_FILES = {
         "8504d1159770244fc5ee2292c81b2841bbe9856aa49e62170757025c41ba7537",
     "transformer_xl-amd-epyc-2cores.json":
         "874ffc8d3e2ff6b18e72fed732282a8d82a15c7ea5bc0d68b02ae666ec09e61a",
-    "transformer_xl-seed1-amd-epyc-2cores.json":
-        "40eedcb87d19ba8363cdc9a7e902ed6c14b6ddf1b330fe93268d20cc32d03387",
-    "transformer_xl-seed2-amd-epyc-2cores.json":
-        "5fda1607a423cee8491f31aa29c193b7697c31d7b134896640a966171d6addc6",
-    "transformer_xl_steps-amd-epyc-2cores.json":
-        "917851ddefc67bf9dfe6d77c7b153b23ab919714e17e34dffac512f1bdb17b5b",
     "copy_recipes-amd-epyc-2cores-embed-xavier.json":
         "8b7943f822d171abd3442600a8370a4007c2a82a602d00f7a1e6b69c19a780e6",
     "copy_recipes-amd-epyc-2cores.json":
         "c8aabc77284db8d506325587cb27dc28e663d249b6968522081fbbb816491264",
-    "precision_curves-amd-epyc-2cores.json":
-        "21393283fa083328016bf959941ae31cddb7f4b212b6ebfa5a20de444eb29b1a",
     "train_throughput-amd-epyc-2cores.json":
         "082f5a87668617ceaa82535934abc006c1ea40bf675734b362d4364daa032773",
     "train_throughput-nvidia-h100-80gb-hbm3-run1.json":
@@ -677,11 +655,9 @@ ENWIK8_SIZE, ENWIK8_SHA1 = 100_000_000, "57b8363b814821dc9d47aa4d41f58733519076b
 CORPORA = {"tinyshakespeare": ("input.txt", (0.9, 0.1)), "enwik8": ("enwik8", (90_000_000, 5_000_000, 5_000_000))}
 
 def _check_enwik8(path: Path) -> Path:
-    h = hashlib.sha1()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20): h.update(chunk)
-    if path.stat().st_size != ENWIK8_SIZE or h.hexdigest() != ENWIK8_SHA1:
-        raise DataError(f"{path} is not enwik8: {path.stat().st_size:,} bytes with sha1 {h.hexdigest()}, expected "
+    digest = file_digest(path, "sha1")
+    if path.stat().st_size != ENWIK8_SIZE or digest != ENWIK8_SHA1:
+        raise DataError(f"{path} is not enwik8: {path.stat().st_size:,} bytes with sha1 {digest}, expected "
                         f"{ENWIK8_SIZE:,} bytes with sha1 {ENWIK8_SHA1}. Delete it and download it again.")
     return path
 

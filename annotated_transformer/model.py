@@ -18,7 +18,7 @@ from .attention import MultiHeadedAttention
 from .blocks import (PositionwiseFeedForward, EncoderLayer, Encoder, DecoderLayer, Decoder)
 
 # %% auto #0
-__all__ = ['InputEmbedding', 'Generator', 'EncoderDecoder', 'init_weights', 'make_model', 'count_parameters', 'cached_length', 'Classifier', 'make_classifier', 'LanguageModel', 'make_language_model', 'make_model', 'model_from_config', 'empty_cache', 'select_cache_rows', 'make_classifier']
+__all__ = ['InputEmbedding', 'Generator', 'EncoderDecoder', 'init_weights', 'make_model', 'count_parameters', 'cached_length', 'Classifier', 'make_classifier', 'LanguageModel', 'make_language_model', 'model_from_config', 'empty_cache', 'select_cache_rows']
 
 # %% ../nbs/05_model.ipynb #9abd3a06
 class InputEmbedding(nn.Module):

@@ -1,4 +1,4 @@
-"""`default_device` and `paired`: small helpers that several chapters share and that belong to no chapter's subject.
+"""`default_device`, `paired` and `file_digest`: small helpers that several chapters share and that belong to no chapter's subject.
 
 Docs: https://annotated-transformer.github.io/annotated-transformer/utils.html.md"""
 
@@ -7,12 +7,14 @@ Docs: https://annotated-transformer.github.io/annotated-transformer/utils.html.m
 # %% ../nbs/96_utils.ipynb #d0b50503
 from __future__ import annotations
 
+import hashlib
+import os
 import statistics
 
 import torch
 
 # %% auto #0
-__all__ = ['default_device', 'paired']
+__all__ = ['default_device', 'paired', 'file_digest']
 
 # %% ../nbs/96_utils.ipynb #5da75cda
 def default_device() -> torch.device:
@@ -26,6 +28,15 @@ def paired(a: dict, b: dict) -> dict:
     """`b` minus `a` seed by seed (`a`, `b`: {seed: value}, the same seeds): the differences `d`, their `mean`, `sd`
     and standard error `se` (sd / sqrt(seeds)), and whether the mean is `beyond` the seed spread: |mean| > 2 se."""
     if a.keys() != b.keys(): raise ValueError(f"not paired: seeds {sorted(a)} against {sorted(b)}; give both arms the same seeds.")
+    if len(a) < 2: raise ValueError(f"paired needs >= 2 seeds per arm, got {len(a)}: run more seeds.")
     d = [b[s] - a[s] for s in sorted(a)]
     mean, sd = statistics.fmean(d), statistics.stdev(d)
     return {"d": d, "mean": mean, "sd": sd, "se": sd / len(d) ** 0.5, "beyond": abs(mean) > 2 * sd / len(d) ** 0.5}
+
+# %% ../nbs/96_utils.ipynb #f1d16e58
+def file_digest(path: str | os.PathLike, algorithm: str = "sha256") -> str:
+    "Hex digest of the file at `path` with the `hashlib` algorithm named `algorithm` (sha256, md5, sha1, ...), in 1 MiB blocks."
+    h = hashlib.new(algorithm)
+    with open(path, "rb") as f:
+        while block := f.read(1 << 20): h.update(block)
+    return h.hexdigest()

@@ -18,8 +18,9 @@ from .training import Batch
 from .checkpoint import resolve_checkpoint, atomic_write
 from .data import (PAD, SPECIAL_TOKENS, DataError, TokenBudgetSampler, cache_root, check_tokenizer, collate, encode_batch,
     load_tokenizer, new_tokenizer, read_lines, sha256_file, _fetch)
+from .utils import file_digest
 from .tasks import register_task, save_task_settings
-from .translation import Multi30kTask, translate, bleu
+from .translation import Multi30kTask, fast_translate, bleu
 
 # %% auto #0
 __all__ = ['WMT14_ARCHIVES', 'WMT14_SPLITS', 'TOKEN_DTYPE', 'WMT14_PRESETS', 'wmt14_cache_dir', 'md5_file', 'check_archive',
@@ -56,11 +57,8 @@ def wmt14_cache_dir() -> Path:
     return cache_root() / "wmt14"
 
 def md5_file(path: str | os.PathLike) -> str:
-    "Hex MD5 digest of the file at `path` (sacreBLEU pins its test sets by MD5)."
-    h = hashlib.md5()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20): h.update(chunk)
-    return h.hexdigest()
+    "Hex MD5 digest of the file at `path` (sacreBLEU pins its test sets by MD5; `utils.file_digest`, read in blocks)."
+    return file_digest(path, "md5")
 
 # %% ../nbs/9j_wmt14.ipynb #c9f0c4e0
 def check_archive(path: str | os.PathLike, spec: dict, verify: bool = True) -> Path:
@@ -329,13 +327,13 @@ class WMT14Task(WMT14Settings):
 
     def evaluate(self, model: EncoderDecoder, generator: torch.Generator | None, device, n: int | None = None,
                  split: str | None = None, beam: int = 1, length_penalty: float = 0.6) -> dict:
-        """sacreBLEU (with its signature) of `translate` on the first `n` sentences of `split`: by default `eval_size`
+        """sacreBLEU (with its signature) of `fast_translate` on the first `n` sentences of `split`: by default `eval_size`
         of the validation set (newstest2013), all of another (the paper's test: `split="newstest2014", beam=4`)."""
         self._need()
         split = split or self.eval_split
         pairs = self.eval_pairs if split == self.eval_split and self.eval_pairs is not None else self.split_pairs(split)
         pairs = pairs[: n or (self.eval_size if split == self.eval_split else None) or len(pairs)]   # a test set: all
-        hyps = translate(model, self.tokenizer, [p[0] for p in pairs], beam=beam, device=device, length_penalty=length_penalty)
+        hyps = fast_translate(model, self.tokenizer, [p[0] for p in pairs], beam=beam, device=device, length_penalty=length_penalty)
         return {**bleu(hyps, [p[1] for p in pairs]), "split": split, "n": len(pairs), "beam": beam}
 
 # %% ../nbs/9j_wmt14.ipynb #407880d8
