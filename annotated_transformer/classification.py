@@ -86,7 +86,7 @@ def length_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
 @torch.no_grad()
 def classify_ids(model: Classifier, examples: Sequence[Sequence[int]], device=None, max_tokens: int = 16384) -> Tensor:
     "Class probabilities `(len(examples), n_classes)` of encoded reviews, in their order, on the CPU."
-    out = torch.empty(len(examples), model.config["tgt_vocab"])
+    out = torch.empty(len(examples), model.head.proj.out_features)
     if not len(examples): return out
     was_training = model.training
     model.eval()

@@ -153,7 +153,6 @@ class Classifier(nn.Module):
         super().__init__()
         if pool not in ("mean", "first"): raise ValueError(f"pool must be 'mean' or 'first', got {pool!r}.")
         self.embed, self.encoder, self.head, self.pool = embed, encoder, head, pool
-        self.config: dict = {}
 
     def features(self, src: Tensor, src_mask: Tensor | None) -> Tensor:
         "The pooled vector `(batch, d_model)` that the head classifies."
@@ -171,14 +170,11 @@ def make_classifier(vocab: int, n_classes: int = 2, N: int = 2, d_model: int = 1
                     dropout: float = 0.1, *, pool: str = "mean", norm_first: bool = True, max_len: int = 512) -> Classifier:
     """An encoder-only classifier built from `make_model`'s parts: `N` `EncoderLayer`s (pre-norm by default, as GPT-2),
     pooling (`Classifier`), and a linear head. `max_len`: the longest input in tokens."""
-    config = dict(kind="classifier", src_vocab=vocab, tgt_vocab=n_classes, N=N, d_model=d_model, d_ff=d_ff, h=h,
-                  dropout=dropout, pool=pool, norm_first=norm_first, max_len=max_len)
     layer = EncoderLayer(d_model, MultiHeadedAttention(h, d_model, dropout), PositionwiseFeedForward(d_model, d_ff, dropout),
                          dropout, norm_first)
     model = Classifier(InputEmbedding(Embeddings(d_model, vocab), PositionalEncoding(d_model, dropout, max_len)),
                        Encoder(layer, N), Generator(d_model, n_classes), pool)
     init_weights(model, [model.embed.embed.lut], d_model)
-    model.config = config
     return model
 
 # %% ../nbs/11_language_model.ipynb #e43aab89
@@ -286,14 +282,17 @@ def _make_classifier(vocab: int, n_classes: int = 2, N: int = 2, d_model: int = 
                      dropout: float = 0.1, *, pool: str = "mean", norm_first: bool = True, max_len: int = 512,
                      positional: str = "sinusoidal", embed_init: str = "normal") -> Classifier:
     """Chapter 10's `make_classifier` with `make_model`'s `positional` ("sinusoidal" | "learned") and `embed_init`
-    ("normal" | "xavier"), both recorded in `model.config`; with the defaults, chapter 10's model drawn the same way."""
+    ("normal" | "xavier"), all its arguments recorded in `model.config`; with the defaults, chapter 10's model drawn alike."""
     model = _teaching_make_classifier(vocab, n_classes, N, d_model, d_ff, h, dropout, pool=pool,
                                       norm_first=norm_first, max_len=max_len)
     if (positional, embed_init) != ("sinusoidal", "normal"):   # drawn again, as make_model draws these options
         model.embed.position = _position(positional, d_model, dropout, max_len)
         init_weights(model, [model.embed.embed.lut], d_model, embed_init)
-    model.config = {**model.config, "positional": positional, "embed_init": embed_init}
+    model.config = dict(kind="classifier", src_vocab=vocab, tgt_vocab=n_classes, N=N, d_model=d_model, d_ff=d_ff, h=h,
+                        dropout=dropout, pool=pool, norm_first=norm_first, max_len=max_len, positional=positional,
+                        embed_init=embed_init)
     return model
 
 _make_classifier.teaching = _teaching_make_classifier
 make_classifier = _make_classifier
+Classifier.config = {}   # a classifier built by hand has an empty config; builders assign a new dict
