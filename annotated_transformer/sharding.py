@@ -27,11 +27,12 @@ from torch.distributed.tensor import DTensor
 from .model import model_from_config
 
 # %% auto #0
-__all__ = ['shard_units', 'shard_model', 'is_sharded', 'gathered', 'state_bytes', 'demo_train', 'save_shards', 'load_shards', 'consolidate_shards', 'join_process_group', 'SHARDS', 'SHARDED_STATE', 'save_sharded', 'is_sharded_checkpoint', 'load_sharded', 'consolidate', 'shard_model_for_run']
+__all__ = ['shard_units', 'shard_model', 'is_sharded', 'gathered', 'state_bytes', 'join_process_group', 'demo_train', 'save_shards', 'load_shards', 'consolidate_shards', 'SHARDS', 'SHARDED_STATE', 'save_sharded', 'is_sharded_checkpoint', 'load_sharded', 'consolidate', 'shard_model_for_run']
 
 # %% ../nbs/08_sharding.ipynb #46c857b9
 def shard_units(model: nn.Module) -> list[nn.Module]:
-    "The modules that `shard_model` shards one by one: every encoder and decoder layer, in order."
+    """The modules that `shard_model` shards one by one: every encoder and decoder layer, in order (chapter 10's classifier
+    has only an encoder, chapter 11's language model only a decoder)."""
     return [layer for part in ("encoder", "decoder") if isinstance(getattr(model, part, None), nn.Module)
             for layer in getattr(getattr(model, part), "layers", [])]
 
@@ -73,6 +74,19 @@ def state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer | None = None
     return {"parameters": sum(map(_local_bytes, params)), "gradients": sum(_local_bytes(p.grad) for p in params),
             "optimizer": sum(map(_local_bytes, opt))}
 
+# %% ../nbs/08_sharding.ipynb #cbfbe14d
+def join_process_group(backend: str | None = None, timeout: timedelta = timedelta(minutes=10)) -> tuple[int, int]:
+    """`init_process_group` for a process started by `torchrun` (or with RANK, WORLD_SIZE, MASTER_ADDR and
+    MASTER_PORT set), safe after an elastic restart: the group's keys live under a prefix of their own for each
+    restart (`TORCHELASTIC_RESTART_COUNT`), so a restarted process never reads a dead one's address from the
+    rendezvous store. `backend`: default nccl with GPUs, gloo without. Returns (rank, world size)."""
+    if not dist.is_initialized():
+        store, rank, world = next(dist.rendezvous("env://", timeout=timeout))
+        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        dist.init_process_group(backend or ("nccl" if torch.cuda.is_available() else "gloo"), timeout=timeout,
+                                store=dist.PrefixStore(f"attempt_{attempt}/", store), rank=rank, world_size=world)
+    return dist.get_rank(), dist.get_world_size()
+
 # %% ../nbs/08_sharding.ipynb #9c6f3425
 def _peak_rss_mib(reset: bool = False) -> float | None:
     "This process's peak resident memory in MiB since the last `reset` (Linux: VmHWM; elsewhere None)."
@@ -111,7 +125,8 @@ def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: 
     process (`mode="single"`) or, under `torchrun`, each of P ranks on its `batch_size / P` rows (`"ddp"`, `"fsdp"`).
     Writes `out/rank<r>.json` (the whole batch's loss per token at each step; this rank's bytes of state before the
     last step; `_Meter`'s speed and memory); rank 0 gathers the weights and Adam's moments into `out/*.safetensors`.
-    `save`: a folder for `save_shards` at the end. Returns this rank's record."""
+    `save`: a folder into which `save_shards` writes `step_<k>` after each step k, and from whose newest whole
+    checkpoint (its index written) a run resumes. Returns this rank's record."""
     from torch.nn.parallel import DistributedDataParallel as DDP
     from annotated_transformer.training import Batch, LabelSmoothing, copy_task_batches, task_batch_loss
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
@@ -124,8 +139,10 @@ def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: 
     held = {}                                              # bytes held just before an optimizer step
     opt.register_step_pre_hook(lambda o, args, kwargs: held.update(state_bytes(model, o)))
     rows = slice(rank * batch_size // world, (rank + 1) * batch_size // world)   # this rank's part of each batch
+    start, done = 0, sorted(Path(save).glob("step_*/.metadata"), key=lambda m: int(m.parent.name[5:])) if save else []
+    if done: load_shards(done[-1].parent, model, opt); start = int(done[-1].parent.name[5:]) + 1   # resume
     losses, meter = [], _Meter()                           # the training's peak, not the model's construction
-    for step in range(steps):
+    for step in range(start, steps):
         b = next(copy_task_batches(vocab, batch_size, 1, seq_len=seq_len, generator=torch.Generator().manual_seed(step)))
         part = Batch(b.src[rows], torch.cat([b.src[rows, :1], b.tgt_y[rows]], 1))
         loss, n = task_batch_loss(model, part, crit), part.ntokens          # DDP: reaches the wrapped generator
@@ -133,9 +150,9 @@ def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: 
         total = torch.stack([loss.detach().float(), torch.tensor(float(n))])
         if world > 1: dist.all_reduce(total)              # the whole batch's loss per token
         losses.append(float(total[0] / total[1]))
-        meter.tick(step)
-    rec = {"mode": mode, "world": world, "rank": rank, "losses": losses, "bytes": held, **meter.record()}
-    if save: save_shards(save, model, opt)
+        meter.tick(step - start)
+        if save: save_shards(Path(save) / f"step_{step}", model, opt)
+    rec = {"mode": mode, "world": world, "rank": rank, "start": start, "losses": losses, "bytes": held, **meter.record()}
     _gather_for_check(out, model, opt, rank)
     (out / f"rank{rank}.json").write_text(json.dumps(rec) + "\n", encoding="utf-8")
     if world > 1: dist.destroy_process_group()
@@ -160,19 +177,6 @@ def consolidate_shards(folder: str | Path, model: nn.Module) -> nn.Module:
     dcp.load(sd, checkpoint_id=folder, no_dist=True)
     model.load_state_dict(sd["model"])
     return model
-
-# %% ../nbs/08_sharding.ipynb #cbfbe14d
-def join_process_group(backend: str | None = None, timeout: timedelta = timedelta(minutes=10)) -> tuple[int, int]:
-    """`init_process_group` for a process started by `torchrun` (or with RANK, WORLD_SIZE, MASTER_ADDR and
-    MASTER_PORT set), safe after an elastic restart: the group's keys live under a prefix of their own for each
-    restart (`TORCHELASTIC_RESTART_COUNT`), so a restarted process never reads a dead one's address from the
-    rendezvous store. `backend`: default nccl with GPUs, gloo without. Returns (rank, world size)."""
-    if not dist.is_initialized():
-        store, rank, world = next(dist.rendezvous("env://", timeout=timeout))
-        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-        dist.init_process_group(backend or ("nccl" if torch.cuda.is_available() else "gloo"), timeout=timeout,
-                                store=dist.PrefixStore(f"attempt_{attempt}/", store), rank=rank, world_size=world)
-    return dist.get_rank(), dist.get_world_size()
 
 # %% ../nbs/08_sharding.ipynb #d9b9ffa1
 if __name__ == "__main__" and sys.argv[0].endswith("sharding.py"):   # run as a module, not inside this notebook
