@@ -228,7 +228,6 @@ class Multi30kTask(Multi30k):
         super().__post_init__()
         for k, v in MULTI30K_RUN_PRESETS[self.preset].items():
             if getattr(self, k) is None: setattr(self, k, v)
-        if self.dropout is not None: self.model = {**self.model, "dropout": self.dropout}
 
     @classmethod
     def upgrade(cls, saved: dict) -> dict: return saved
@@ -275,7 +274,9 @@ class Multi30kTask(Multi30k):
         return fast_translate(model, self._need(), list(inputs), **options)
 
     def build_model(self) -> EncoderDecoder:
-        self._need(); return super().build_model()
+        self._need()
+        if self.dropout is not None: self.model = {**self.model, "dropout": self.dropout}   # --dropout: every layer's rate
+        return super().build_model()
 
     def criterion(self) -> FusedLabelSmoothing:
         "The chapter's loss in its fused form (appendix 9c tests them equal)."
