@@ -465,7 +465,8 @@ def _train(cfg: TrainConfig, task, device: torch.device, out: Path, rank: int, w
         if hasattr(m, "checkpoint_activations"): m.checkpoint_activations = cfg.checkpoint_activations
     sharded = cfg.shard and world > 1
     if sharded: shard_model_for_run(model, cfg.precision, device)    # in place: each process keeps 1/P of every tensor
-    opt, sched = noam_optimizer(model, model.config["d_model"], task.lr_factor, task.warmup)
+    opt, sched = (task.optimizer(model) if hasattr(task, "optimizer")        # the task's recipe (chapter 9's Multi30k)
+                  else noam_optimizer(model, model.config["d_model"], task.lr_factor, task.warmup))
     scaler = torch.amp.GradScaler(device.type) if cfg.precision == "fp16" else None
     shards = task.shards_data
     gens = {p: torch.Generator().manual_seed(stream_seed(cfg.seed, p, rank if p == "data" and not shards else 0))

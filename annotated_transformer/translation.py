@@ -13,7 +13,7 @@ from pathlib import Path
 import sacrebleu, torch
 from tokenizers import Tokenizer
 from .model import EncoderDecoder, make_model
-from .training import Batch, LabelSmoothing
+from .training import Batch, LabelSmoothing, noam_optimizer
 from .decoding import cached_greedy_decode, beam_search_one
 from .checkpoint import load_model, resolve_checkpoint
 from .data import (PAD, BOS, EOS, load_multi30k, train_tokenizer, load_tokenizer, encode, encode_batch,
@@ -40,7 +40,6 @@ class Multi30kSettings:
     preset: str = "small"
     data_dir: str | None = None        # folder with the Multi30k files; None: the download cache
     label_smoothing: float = 0.1
-    dropout: float | None = None       # None: the preset model's
     model: dict | None = None
     vocab_size: int | None = None
     max_train_pairs: int | None = None
@@ -74,10 +73,13 @@ class Multi30k(Multi30kSettings):
 
     def build_model(self) -> EncoderDecoder:
         v = self.tokenizer.get_vocab_size()        # one vocabulary for both languages, so one embedding matrix
-        return make_model(v, v, tie_embeddings=True, **{**self.model, **({} if self.dropout is None else {"dropout": self.dropout})})
+        return make_model(v, v, tie_embeddings=True, **self.model)
 
-    def criterion(self) -> LabelSmoothing:
-        return LabelSmoothing(self.tokenizer.get_vocab_size(), padding_idx=PAD, smoothing=self.label_smoothing)
+    def optimizer(self, model: EncoderDecoder) -> tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
+        "Chapter 6's Adam with the Noam schedule, at this task's `lr_factor` and `warmup`."
+        return noam_optimizer(model, self.model["d_model"], self.lr_factor, self.warmup)
+
+    def criterion(self) -> LabelSmoothing: return LabelSmoothing(self.tokenizer.get_vocab_size(), PAD, self.label_smoothing)
 
     def batches(self, generator: torch.Generator) -> Iterator[Batch]:
         "Endless batches of the training pairs under the token budget (part 1's sampler), reshuffled every epoch."
@@ -215,6 +217,7 @@ class Multi30kTask(Multi30k):
     max_steps: int | None = None       # None: the preset's (`MULTI30K_RUN_PRESETS`)
     eval_every: int | None = None
     eval_size: int | None = None       # validation sentences per evaluation during training (None: all)
+    dropout: float | None = None       # a dropout rate for every layer (the command line's --dropout; None: the preset's)
     name: ClassVar[str] = "multi30k"
     metric: ClassVar[str] = "bleu"
     higher_is_better: ClassVar[bool] = True
@@ -271,7 +274,9 @@ class Multi30kTask(Multi30k):
         return fast_translate(model, self._need(), list(inputs), **options)
 
     def build_model(self) -> EncoderDecoder:
-        self._need(); return super().build_model()
+        self._need()
+        if self.dropout is not None: self.model = {**self.model, "dropout": self.dropout}   # --dropout: every layer's rate
+        return super().build_model()
 
     def criterion(self) -> FusedLabelSmoothing:
         "The chapter's loss in its fused form (appendix 9c tests them equal)."
