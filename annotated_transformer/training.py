@@ -33,6 +33,7 @@ class Batch:
 
     @property
     def tgt_mask(self) -> Tensor:   # padding & causal mask (batch, tgt_len - 1, tgt_len - 1), made on first use
+        if not hasattr(self, "tgt"): raise AttributeError("this Batch has no target: build it as Batch(src, tgt).")
         if self._tgt_mask is None: self._tgt_mask = self.make_std_mask(self.tgt, self.pad)
         return self._tgt_mask
 
@@ -50,7 +51,7 @@ class Batch:
 def rate(step: int, model_size: int, factor: float, warmup: int) -> float:
     "The Noam schedule: `factor * model_size^-0.5 * min(step^-0.5, step * warmup^-1.5)`; step 0 counts as 1."
     if warmup < 1: raise ValueError(f"warmup must be >= 1 step, got {warmup}.")
-    step = max(step, 1)  # LambdaLR evaluates step 0 when it is built; 0^-0.5 would be infinite
+    step = max(step, 1)  # LambdaLR evaluates step 0 when built: 0 ** -0.5 raises ZeroDivisionError
     return factor * model_size ** -0.5 * min(step ** -0.5, step * warmup ** -1.5)
 
 ADAM_SETTINGS = dict(lr=1.0, betas=(0.9, 0.98), eps=1e-9)   # the paper's; lr=1: LambdaLR sets the rate
