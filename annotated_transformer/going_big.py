@@ -13,12 +13,18 @@ import torch
 from torch import nn, Tensor
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from .training import Batch, task_batch_loss
+from .training import Batch
 
 # %% auto #0
-__all__ = ['amp_train_step', 'PRECISION_CURVES', 'precision_curves_run']
+__all__ = ['ddp_batch_loss', 'amp_train_step', 'PRECISION_CURVES', 'precision_curves_run']
 
 # %% ../nbs/08_going_big.ipynb #c81fa6de
+def ddp_batch_loss(model: nn.Module, batch: Batch, criterion: nn.Module) -> Tensor:
+    "Chapter 6's `batch_loss` for a model maybe wrapped in DDP: the forward pass through the wrapper, the generator inside."
+    out = model(batch.src, batch.tgt, batch.src_mask, batch.tgt_mask)  # (batch, t, d_model)
+    log_probs = (model.module if isinstance(model, DDP) else model).generator(out)
+    return criterion(log_probs.reshape(-1, log_probs.size(-1)), batch.tgt_y.reshape(-1))
+
 def amp_train_step(model: nn.Module, batches: list[Batch], criterion: nn.Module, optimizer: torch.optim.Optimizer,
                    dtype: torch.dtype | None = None, scaler: torch.amp.GradScaler | None = None) -> tuple[Tensor, int]:
     """One optimizer step over the micro-batches `batches`: forward passes under autocast in `dtype` (None: fp32),
@@ -30,8 +36,7 @@ def amp_train_step(model: nn.Module, batches: list[Batch], criterion: nn.Module,
         last = i == len(batches) - 1
         with nullcontext() if last or not isinstance(model, DDP) else model.no_sync():   # DDP: no all-reduce yet
             with torch.autocast(b.src.device.type, dtype=dtype, enabled=dtype is not None):   # products in dtype
-                loss = task_batch_loss(model, b, criterion)         # summed over the target tokens, in fp32; the
-                # generator is read from inside a DDP wrapper
+                loss = ddp_batch_loss(model, b, criterion)          # summed over the target tokens, in fp32
             scaled = loss / total
             (scaled if scaler is None else scaler.scale(scaled)).backward()   # times S: small gradients survive
         loss_sum = loss_sum + loss.detach()
