@@ -2,8 +2,8 @@
 (`binary`) or by TF-IDF, and a logistic regression with an L2 penalty, fitted in plain torch by full-batch L-BFGS from
 zero weights. The fit is a convex problem solved from a fixed start, so it has no random element: one run.
 
-The training and validation reviews are those of the imdb task's `small` preset (`ImdbTask.split`, validation = whole
-movies held out); the features' vocabulary is learned from the training reviews alone; the weighting and the penalty
+The training and validation reviews are those of the imdb task's `small` preset (`ImdbTask.split`, validation = the
+highest ids of each label); the features' vocabulary is learned from the training reviews alone; the weighting and the penalty
 are chosen on validation; the test split is read once, by the chosen model.
 
     python bench/imdb_bow.py --data-dir /path/to/imdb
