@@ -2,13 +2,15 @@
 (`binary`) or by TF-IDF, and a logistic regression with an L2 penalty, fitted in plain torch by full-batch L-BFGS from
 zero weights. The fit is a convex problem solved from a fixed start, so it has no random element: one run.
 
-The training and validation reviews are those of the imdb task's `small` preset (`ImdbTask.split`, validation = whole
-movies held out); the features' vocabulary is learned from the training reviews alone; the weighting and the penalty
+The training and validation reviews are those of the imdb task's `small` preset (`ImdbTask.split`, validation = the
+highest ids of each label); the features' vocabulary is learned from the training reviews alone; the weighting and the penalty
 are chosen on validation; the test split is read once, by the chosen model.
 
     python bench/imdb_bow.py --data-dir /path/to/imdb
 
-Writes `bench/results/imdb_bow-<machine>.json`."""
+Writes `bench/results/imdb_bow-<machine>.json`. With `--cut`, every review (training, validation, test) is first cut
+as the shipped classifier cuts it (its tokenizer, `max_len` and `keep`; the text of the subwords kept), and the
+result goes to `imdb_bow_cut-<machine>.json`: what the linear model loses by reading only what the Transformer reads."""
 from __future__ import annotations
 
 import argparse
@@ -43,6 +45,22 @@ def vocabulary(docs: list[list[str]], min_df: int) -> tuple[dict[str, int], torc
     df = Counter(g for d in docs for g in set(d))
     kept = sorted(g for g, c in df.items() if c >= min_df)
     return {g: i for i, g in enumerate(kept)}, torch.tensor([df[g] for g in kept], dtype=torch.float64)
+
+
+def cut_like_shipped(texts: list[str]) -> tuple[list[str], float]:
+    "`texts` cut to the subwords the shipped classifier keeps (the text from the kept subwords' offsets), and the share of subwords dropped."
+    from annotated_transformer.run import load_pretrained
+    _, task = load_pretrained("imdb")
+    cap, head = task.max_len - 1, (task.max_len - 1) // 4
+    assert task.keep == "head+tail", task.keep
+    clean = [clean_review(t, task.lowercase) for t in texts]
+    out, n_all, n_cut = [], 0, 0
+    for t, e in zip(clean, task.tokenizer.encode_batch(clean, add_special_tokens=False)):
+        n = len(e.offsets); n_all += n
+        if n <= cap: out.append(t); continue
+        n_cut += n - cap
+        out.append(t[:e.offsets[head - 1][1]] + " " + t[e.offsets[n - (cap - head)][0]:])
+    return out, n_cut / n_all
 
 
 def features(docs: list[list[str]], vocab: dict[str, int], idf: torch.Tensor | None) -> torch.Tensor:
@@ -89,14 +107,22 @@ def main() -> None:
     p.add_argument("--min-df", type=int, default=2)
     p.add_argument("--lams", type=float, nargs="+", default=[1e-4, 3e-5, 1e-5, 3e-6, 1e-6, 3e-7, 1e-7])
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--weightings", nargs="+", default=["binary", "tfidf"])
+    p.add_argument("--cut", action="store_true", help="cut every review as the shipped classifier does")
     a = p.parse_args()
     torch.set_num_threads(a.threads)
     warnings.filterwarnings("ignore", message="Sparse (CSR tensor support is in beta|invariant checks)")
     m = machine()
-    out = Path(__file__).parent / "results" / f"imdb_bow-{slug(m, 'cpu')}.json"
+    out = Path(__file__).parent / "results" / f"imdb_bow{'_cut' if a.cut else ''}-{slug(m, 'cpu')}.json"
     t0 = time.perf_counter()
     task = ImdbTask(preset="small", data_dir=a.data_dir)
     train, val = task.split()
+    test = load_imdb("test", a.data_dir)                        # read once below, by the chosen model
+    dropped = {}
+    if a.cut:
+        for name, rows in (("train", train), ("val", val), ("test", test)):
+            texts, dropped[name] = cut_like_shipped([t for t, _ in rows])
+            rows[:] = [(t, l) for t, (_, l) in zip(texts, rows)]
     tr_docs, va_docs = [ngrams(t) for t, _ in train], [ngrams(t) for t, _ in val]
     y_tr = torch.tensor([l for _, l in train], dtype=torch.float64)
     y_va = torch.tensor([l for _, l in val], dtype=torch.float64)
@@ -105,7 +131,7 @@ def main() -> None:
     idf = torch.log((1 + len(tr_docs)) / (1 + df)) + 1
     print(f"{len(train)} training, {len(val)} validation reviews; {len(vocab):,} features ({n_uni:,} unigrams)", flush=True)
     grid, fits = [], {}
-    for weighting in ("binary", "tfidf"):
+    for weighting in a.weightings:
         X_tr = features(tr_docs, vocab, None if weighting == "binary" else idf)
         XT, X_tr = X_tr.t().coalesce().to_sparse_csr(), X_tr.to_sparse_csr()
         X_va = features(va_docs, vocab, None if weighting == "binary" else idf).to_sparse_csr()
@@ -118,7 +144,6 @@ def main() -> None:
             grid.append(row); fits[(weighting, lam)] = (w, b)
             print(row, flush=True)
     best = max(grid, key=lambda r: r["val_accuracy"])          # chosen on validation alone
-    test = load_imdb("test", a.data_dir)                        # read once, by the chosen model
     X_te = features([ngrams(t) for t, _ in test], vocab, None if best["weighting"] == "binary" else idf).to_sparse_csr()
     y_te = torch.tensor([l for _, l in test], dtype=torch.float64)
     w, b = fits[(best["weighting"], best["lam"])]
@@ -126,6 +151,7 @@ def main() -> None:
               "val_reviews": len(val), "grid": grid, "chosen": {k: best[k] for k in ("weighting", "lam", "val_accuracy")},
               "test": {"accuracy": accuracy(X_te, y_te, w, b), "n": len(test)}, "seeds": "none: a convex fit from zeros",
               "wall_seconds": round(time.perf_counter() - t0, 1)}
+    if a.cut: result["cut"] = {"subwords_dropped": dropped, "weightings": a.weightings}
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(result["chosen"], result["test"], f"wrote {out}")
 
