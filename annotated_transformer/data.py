@@ -381,6 +381,7 @@ def write_synthetic_multi30k(folder: str | os.PathLike, n_train: int = 400, n_ev
 # %% ../nbs/9e_data_plumbing.ipynb #0ac2a699
 #: the stored results that the chapters show (`bench/results/` of the repository), pinned by sha256
 RESULT_FILES = {
+    "imdb_bow_cut-amd-epyc-2cores.json": "a682fdc13444fcac18c4a425f4958f64fb6a7c0181da2973a0380382d5b9def9",
     "imdb_seeds-1000-seed1-amd-epyc-2cores.json": "2c74f0fd0a92ff2e2862d4572cb3762cf815e12887d382b51ff9de4c4bb8dd70",
     "imdb_seeds-1000-seed2-amd-epyc-2cores.json": "77df3d667c07b12c6791d42958129eff756da385481868822438dc8ef4b4b1a2",
     "fsdp-amd-epyc-2cores-sweep.json": "3c5dcaac686868f2a0ac1fc881f5866dc88c9584cb671feb08be18bf7b3332df",
