@@ -27,14 +27,12 @@ from torch.distributed.tensor import DTensor
 from .model import model_from_config
 
 # %% auto #0
-__all__ = ['shard_units', 'shard_model', 'is_sharded', 'gathered', 'state_bytes', 'join_process_group', 'demo_train', 'save_shards', 'load_shards', 'consolidate_shards', 'SHARDS', 'SHARDED_STATE', 'save_sharded', 'is_sharded_checkpoint', 'load_sharded', 'consolidate', 'shard_model_for_run']
+__all__ = ['shard_units', 'shard_model', 'is_sharded', 'gathered', 'state_bytes', 'save_shards', 'load_shards', 'consolidate_shards', 'join_process_group', 'demo_train', 'SHARDS', 'SHARDED_STATE', 'save_sharded', 'is_sharded_checkpoint', 'load_sharded', 'consolidate', 'run_shard_units', 'shard_model_for_run']
 
 # %% ../nbs/08_sharding.ipynb #46c857b9
 def shard_units(model: nn.Module) -> list[nn.Module]:
-    """The modules that `shard_model` shards one by one: every encoder and decoder layer, in order (chapter 10's classifier
-    has only an encoder, chapter 11's language model only a decoder)."""
-    return [layer for part in ("encoder", "decoder") if isinstance(getattr(model, part, None), nn.Module)
-            for layer in getattr(getattr(model, part), "layers", [])]
+    "The modules that `shard_model` shards one by one: every encoder and decoder layer, in order."
+    return [*model.encoder.layers, *model.decoder.layers]
 
 def shard_model(model: nn.Module) -> nn.Module:
     """Shard `model` in place across the process group (FSDP2): each encoder and decoder layer is one unit, gathered
@@ -73,6 +71,26 @@ def state_bytes(model: nn.Module, optimizer: torch.optim.Optimizer | None = None
            if isinstance(v, Tensor)]
     return {"parameters": sum(map(_local_bytes, params)), "gradients": sum(_local_bytes(p.grad) for p in params),
             "optimizer": sum(map(_local_bytes, opt))}
+
+# %% ../nbs/08_sharding.ipynb #464c54c4
+def save_shards(folder: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    "Every rank calls it and writes its own pieces of the weights and of Adam's state; rank 0 also the index."
+    msd, osd = get_state_dict(model, optimizer)             # {name: this rank's piece}: nothing is gathered
+    dcp.save({"model": msd, "optimizer": osd}, checkpoint_id=folder)
+
+def load_shards(folder: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    "Every rank calls it; each reads, from whichever files hold them, the parts its own tensors need."
+    msd, osd = get_state_dict(model, optimizer)
+    sd = {"model": msd, "optimizer": osd}
+    dcp.load(sd, checkpoint_id=folder)                        # fills the tensors of `sd` in place
+    set_state_dict(model, optimizer, model_state_dict=sd["model"], optim_state_dict=sd["optimizer"])
+
+def consolidate_shards(folder: str | Path, model: nn.Module) -> nn.Module:
+    "In one process and without a process group: the whole weights, read from every rank's file, into `model`."
+    sd = {"model": model.state_dict()}
+    dcp.load(sd, checkpoint_id=folder, no_dist=True)
+    model.load_state_dict(sd["model"])
+    return model
 
 # %% ../nbs/08_sharding.ipynb #cbfbe14d
 def join_process_group(backend: str | None = None, timeout: timedelta = timedelta(minutes=10)) -> tuple[int, int]:
@@ -157,26 +175,6 @@ def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: 
     (out / f"rank{rank}.json").write_text(json.dumps(rec) + "\n", encoding="utf-8")
     if world > 1: dist.destroy_process_group()
     return rec
-
-# %% ../nbs/08_sharding.ipynb #464c54c4
-def save_shards(folder: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
-    "Every rank calls it and writes its own pieces of the weights and of Adam's state; rank 0 also the index."
-    msd, osd = get_state_dict(model, optimizer)             # {name: this rank's piece}: nothing is gathered
-    dcp.save({"model": msd, "optimizer": osd}, checkpoint_id=folder)
-
-def load_shards(folder: str | Path, model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
-    "Every rank calls it; each reads, from whichever files hold them, the parts its own tensors need."
-    msd, osd = get_state_dict(model, optimizer)
-    sd = {"model": msd, "optimizer": osd}
-    dcp.load(sd, checkpoint_id=folder)                        # fills the tensors of `sd` in place
-    set_state_dict(model, optimizer, model_state_dict=sd["model"], optim_state_dict=sd["optimizer"])
-
-def consolidate_shards(folder: str | Path, model: nn.Module) -> nn.Module:
-    "In one process and without a process group: the whole weights, read from every rank's file, into `model`."
-    sd = {"model": model.state_dict()}
-    dcp.load(sd, checkpoint_id=folder, no_dist=True)
-    model.load_state_dict(sd["model"])
-    return model
 
 # %% ../nbs/08_sharding.ipynb #d9b9ffa1
 if __name__ == "__main__" and sys.argv[0].endswith("sharding.py"):   # run as a module, not inside this notebook
@@ -277,14 +275,19 @@ def consolidate(path: str | Path) -> Path:
     return save_model(model, path, {k: v for k, v in cfg.items() if k not in ("format_version", "model")})
 
 # %% ../nbs/9d_going_big_measured.ipynb #8a7c1673
+def run_shard_units(model: nn.Module) -> list[nn.Module]:
+    "Chapter 8's `shard_units` for a model with an encoder, a decoder or both: the layers of each stack it has, in order."
+    return [layer for part in ("encoder", "decoder") if isinstance(getattr(model, part, None), nn.Module)
+            for layer in getattr(model, part).layers]
+
 def shard_model_for_run(model: nn.Module, precision: str = "fp32", device: torch.device | str = "cpu") -> nn.Module:
-    """The runner's `shard_model`: the same units; with `precision="bf16"` on CUDA, gathered weights bf16 and the
-    gradients' reduce-scatter fp32 (shards and Adam fp32). Elsewhere chapter 8's `shard_model`."""
+    """The runner's `shard_model`, for any of the package's models (`run_shard_units`); with `precision="bf16"` on
+    CUDA, gathered weights bf16 and the gradients' reduce-scatter fp32 (shards and Adam fp32)."""
     if precision not in ("fp32", "bf16", "fp16"): raise ValueError(f"precision must be fp32, bf16 or fp16, got {precision!r}.")
-    if not (precision == "bf16" and torch.device(device).type == "cuda"): return shard_model(model)
     if not dist.is_initialized():
         raise RuntimeError("shard_model_for_run needs a process group: run under torchrun (or call init_process_group).")
-    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32)
-    for layer in shard_units(model): fully_shard(layer, mp_policy=mp)
+    bf16 = precision == "bf16" and torch.device(device).type == "cuda"
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 else MixedPrecisionPolicy()
+    for layer in run_shard_units(model): fully_shard(layer, mp_policy=mp)
     fully_shard(model, mp_policy=mp)
     return model
