@@ -198,7 +198,7 @@ class ImdbTask:
         return make_classifier(self.tokenizer.get_vocab_size(), len(IMDB_LABELS), max_len=self.max_len, **cfg)
 
     def criterion(self) -> nn.Module:
-        # the model returns log-probabilities; log_softmax leaves them unchanged, so cross-entropy on them is the NLL
+        # the model returns log-probabilities; log_softmax leaves them unchanged, so this is the label-smoothed cross-entropy
         return nn.CrossEntropyLoss(reduction="sum", label_smoothing=self.label_smoothing)
 
     def batches(self, generator: torch.Generator, rank: int = 0, world: int = 1, start: int = 0) -> Iterator[Batch]:
