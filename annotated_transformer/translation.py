@@ -78,7 +78,6 @@ class Multi30k(Multi30kSettings):
     def optimizer(self, model: EncoderDecoder) -> tuple[torch.optim.Adam, torch.optim.lr_scheduler.LambdaLR]:
         "Chapter 6's Adam with the Noam schedule, at this task's `lr_factor` and `warmup`."
         return noam_optimizer(model, self.model["d_model"], self.lr_factor, self.warmup)
-
     def criterion(self) -> LabelSmoothing: return LabelSmoothing(self.tokenizer.get_vocab_size(), PAD, self.label_smoothing)
 
     def batches(self, generator: torch.Generator) -> Iterator[Batch]:
