@@ -2,10 +2,13 @@
 the first token (`<s>`, a class token), each trained for `--steps` steps with seeds `--seeds`; the seed sets the
 initial weights and the order of the batches, the same for both arms. Records validation accuracy (the test set is
 never read here). One run at a time, each saved as it ends; `--resume` skips the runs already in the file.
+`--arms first` trains one arm only, to be paired with the other arm's runs stored elsewhere (chapter 10 pairs the
+first token at 1,000 steps with `bench/imdb_seeds.py`'s mean-pooling runs of the same seeds).
 
     python bench/imdb_pooling.py --data-dir /path/to/imdb --steps 500 --seeds 0 1 2 --threads 1 --resume
+    python bench/imdb_pooling.py --data-dir /path/to/imdb --steps 1000 --arms first --eval-every 500 --seeds 0 1 2 --resume
 
-Writes `bench/results/imdb_pooling-<machine>.json`."""
+Writes `bench/results/imdb_pooling-<machine>.json` (500 steps) or `imdb_pooling-<steps>-<machine>.json`."""
 from __future__ import annotations
 
 import argparse
@@ -29,27 +32,30 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=500)
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--arms", nargs="+", choices=list(ARMS), default=list(ARMS))
+    p.add_argument("--eval-every", type=int, default=None, help="default: once, at the end")
     p.add_argument("--resume", action="store_true", help="keep the runs already stored and skip them")
     p.add_argument("--dry-run", action="store_true", help="print the runs that would be made, and stop")
     a = p.parse_args()
     m = machine()
-    out = Path(__file__).parent / "results" / f"imdb_pooling-{slug(m, 'cpu')}.json"
+    out = Path(__file__).parent / "results" / f"imdb_pooling-{'' if a.steps == 500 else f'{a.steps}-'}{slug(m, 'cpu')}.json"
     result = json.loads(out.read_text()) if a.resume and out.is_file() else {}
     if result and result.get("steps") != a.steps:
         sys.exit(f"{out} holds runs of {result.get('steps')} steps, not {a.steps}; pass --steps {result.get('steps')} or move it away.")
-    result.update(machine=m, steps=a.steps, preset="small", arms=ARMS)
+    result.update(machine=m, steps=a.steps, preset="small", arms={arm: ARMS[arm] for arm in a.arms})
     result.setdefault("runs", [])
     done = {(r["arm"], r["seed"]) for r in result["runs"]}
-    todo = [(arm, s) for s in a.seeds for arm in ARMS if (arm, s) not in done]   # arms alternate: a cut run stays paired
+    todo = [(arm, s) for s in a.seeds for arm in a.arms if (arm, s) not in done]   # arms alternate: a cut run stays paired
     print(f"{len(todo)} runs to make: {todo}", flush=True)
     if a.dry_run: return
     for arm, seed in todo:
         t0 = time.perf_counter()
         r = train(task=variant_task(f"pool-{arm}", ARMS[arm]), data_dir=a.data_dir, out=f"runs/imdb-pooling-{arm}-{seed}",
-                  overwrite=True, progress=False, max_steps=a.steps, eval_every=a.steps, seed=seed, threads=a.threads)
+                  overwrite=True, progress=False, max_steps=a.steps, eval_every=a.eval_every or a.steps, seed=seed, threads=a.threads)
         curve = [json.loads(l) for l in Path(r["out"], "metrics.jsonl").read_text().splitlines() if l.strip()]
         acc = [c for c in curve if "accuracy" in c]
         result["runs"].append({"arm": arm, "seed": seed, "val_accuracy": acc[-1]["accuracy"], "n": acc[-1].get("eval", {}).get("n"),
+                               "val_curve": [{"step": c["step"], "accuracy": c["accuracy"]} for c in acc],
                                "train_seconds": round(r["seconds"], 1), "wall_seconds": round(time.perf_counter() - t0, 1),
                                "load": load()})
         out.write_text(json.dumps(result, indent=1) + "\n")

@@ -7,7 +7,7 @@ One seed after another (two processes with other `--seeds` and `--runs` share th
 seed continues from its last checkpoint (`<runs>-<k>`) with `--resume`, and `--resume` skips the seeds whose
 file exists.
 
-    nice python bench/imdb_seeds.py --data-dir ../shared/data/imdb --steps 1000 --seeds 1 2 --threads 1 --resume
+    nice python bench/imdb_seeds.py --data-dir ../shared/data/imdb --steps 2000 --seeds 0 1 2 --threads 1 --resume
 """
 from __future__ import annotations
 
@@ -24,15 +24,29 @@ from copy_task import machine, slug, load   # noqa: E402
 from part3_run import best_checkpoint   # noqa: E402
 
 from annotated_transformer.checkpoint import load_model   # noqa: E402
-from annotated_transformer.classification import classify_ids   # noqa: E402
+from annotated_transformer.classification import classify_ids, clean_review   # noqa: E402
 from annotated_transformer.data import load_imdb   # noqa: E402
 from annotated_transformer.run import train, load_trained   # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 
 
+SUBWORD_EDGES = (0, 128, 256, 384, 511, 768, 1024)   # 511: the longest review kept whole (512 tokens with <s>)
+
+
+def by_subwords(task, texts: list[str], correct: torch.Tensor) -> list[dict]:
+    "Test accuracy by the review's length in subwords before the cut, in bins whose edges are `SUBWORD_EDGES`."
+    encs = task.tokenizer.encode_batch([clean_review(t, task.lowercase) for t in texts], add_special_tokens=False)
+    n = torch.tensor([len(e.ids) for e in encs])
+    edges = [*SUBWORD_EDGES, 10**9]
+    assert task.max_len - 1 in edges                         # the cut is a bin edge
+    return [{"subwords_above": a, "subwords_to": b, "n": int(k.sum()), "correct": int(correct[k].sum()), "cut": a >= task.max_len - 1}
+            for a, b in zip(edges, edges[1:]) if (k := (n > a) & (n <= b)).any()]
+
+
 def test_report(out: Path, data_dir: str) -> dict:
-    "The selected weights' validation and test accuracy and the test confusion counts (rows true, columns predicted)."
+    """The selected weights' validation and test accuracy, the test confusion counts (rows true, columns predicted)
+    and the test accuracy by length in subwords."""
     _, task = load_trained(out, "cpu")
     best, step = best_checkpoint(out)
     model = load_model(best, "cpu").eval()
@@ -42,7 +56,8 @@ def test_report(out: Path, data_dir: str) -> dict:
     labels = torch.tensor([y for _, y in test])
     pred = classify_ids(model, task.encode([t for t, _ in test])).argmax(-1)
     confusion = [[int(((labels == i) & (pred == j)).sum()) for j in range(2)] for i in range(2)]
-    return {"selected_step": step, "val": val,
+    texts = [t for t, _ in test]
+    return {"selected_step": step, "val": val, "by_subwords": by_subwords(task, texts, pred == labels),
             "test": {"accuracy": float((pred == labels).float().mean()), "n": len(test), "correct": int((pred == labels).sum())},
             "confusion": confusion}
 

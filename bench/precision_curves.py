@@ -1,14 +1,14 @@
 """The copy task's loss curve in fp32, TF32, bf16 and fp16 (with a GradScaler), from the same weights and batches.
 
-Chapter 6's copy task (vocabulary 11, 10 tokens, N 2, d_model 64, batch 128, the command line's recipe) trained for
-`--steps` optimizer steps by the runner's `train_step` in each precision, recording every step's loss per token. Each run ends
-with the exact-match accuracy of greedy decoding on 1,000 fresh sequences. The curves are compared with fp32's
+Chapter 8's `precision_run`: chapter 6's copy task (vocabulary 11, 10 tokens, N 2, d_model 64, batch 128, its recipe)
+trained for `--steps` optimizer steps by `amp_train_step` in each precision, recording every step's loss per token.
+Each run ends with the fp32 loss per token on 1,000 fresh sequences and the exact match of greedy decoding on them. The curves are compared with fp32's
 step by step, as the mean of |loss - loss_fp32| over windows of 50 steps relative to fp32's mean in the window.
 A seed draws both the weights and the batches, the same for every precision. With one seed the JSON holds
 `runs` ({precision: run}); with several (`--seeds 0 1 2`) it holds `seeds` and `runs_by_seed` ({seed: {precision: run}}).
 
     python bench/precision_curves.py --device cuda     # prints a table, writes bench/results/precision_curves-<gpu>.json
-    python bench/precision_curves.py --device cpu --seeds 0 1 2   # writes precision_curves-seeds-<machine>.json
+    python bench/precision_curves.py --device cpu --seeds 0 1 2 3 4 5 6 7 8 9   # writes precision_curves-seeds-<machine>.json
 """
 from __future__ import annotations
 
@@ -23,36 +23,27 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from copy_task import machine, slug  # noqa: E402
 
-from annotated_transformer.tasks import CopyTask  # noqa: E402
-from annotated_transformer.training import noam_optimizer  # noqa: E402
-from annotated_transformer.run import train_step  # noqa: E402
+from annotated_transformer.going_big import precision_run  # noqa: E402
+from annotated_transformer.training import PRECISIONS  # noqa: E402
+
+
+class RecordingScaler(torch.amp.GradScaler):
+    "A GradScaler that records its scale after every update."
+    def __init__(self, *args, **kwargs): super().__init__(*args, **kwargs); self.scales = []
+    def update(self, new_scale=None): super().update(new_scale); self.scales.append(self.get_scale())
 
 
 def curve(precision: str, steps: int, device: str, seed: int = 0) -> dict:
-    "Per-step losses and the final exact match of one run (`tf32`: fp32 tensors, TF32 matrix products)."
-    task = CopyTask()
+    "Chapter 8's `precision_run` in one precision (`tf32`: fp32 tensors, TF32 matrix products), timed."
     tf32 = precision == "tf32"
     if device == "cuda": torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
-    torch.manual_seed(seed)
-    model = task.build_model().to(device)
-    opt, sched = noam_optimizer(model, model.config["d_model"], task.lr_factor, task.warmup)
-    losses, scales = [], []
-    scaler = torch.amp.GradScaler(device) if precision == "fp16" else None
-
-    crit = task.criterion().to(device)
-    batches = task.batches(torch.Generator().manual_seed(seed))
-    model.train()
+    scaler = RecordingScaler(device) if precision == "fp16" else None
     t0 = time.perf_counter()
-    for _ in range(steps):
-        loss, n = train_step(model, [next(batches).to(device)], crit, opt, sched, scaler=scaler,
-                             precision="fp32" if tf32 else precision)
-        losses.append(float(loss) / n)
-        if scaler is not None: scales.append(scaler.get_scale())
-    seconds = time.perf_counter() - t0
-    acc = task.evaluate(model, torch.Generator().manual_seed(seed + 1), device)["exact_match"]
+    run = precision_run(None if precision in ("fp32", "tf32") else PRECISIONS[precision], seed, steps, device, scaler)
+    seconds = time.perf_counter() - t0        # training and the final evaluation
     if device == "cuda": torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
-    return {"losses": losses, "exact_match": acc, "seconds": seconds,
-            "final_scale": scales[-1] if scales else None, "min_scale": min(scales) if scales else None}
+    return {**run, "seconds": seconds, "final_scale": scaler.scales[-1] if scaler else None,
+            "min_scale": min(scaler.scales) if scaler else None}
 
 
 def window_gap(a: list[float], b: list[float], w: int = 50) -> list[float]:
@@ -80,7 +71,7 @@ def main(argv=None):
         for prec in precs:
             runs[prec] = curve(prec, args.steps, args.device, seed)
             r = runs[prec]
-            print(f"seed {seed} {prec}: last-50 loss {sum(r['losses'][-50:]) / 50:.4f}, exact match {r['exact_match']:.1%}, "
+            print(f"seed {seed} {prec}: last-50 loss {sum(r['losses'][-50:]) / 50:.4g}, held out {r['held_out_loss']:.4g}, exact match {r['exact_match']:.1%}, "
                   f"{r['seconds']:.1f} s" + (f", final loss scale {r['final_scale']:.0f}" if r["final_scale"] else ""),
                   flush=True)
         ref = runs.get("fp32")
