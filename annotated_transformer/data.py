@@ -381,13 +381,15 @@ def write_synthetic_multi30k(folder: str | os.PathLike, n_train: int = 400, n_ev
 # %% ../nbs/9e_data_plumbing.ipynb #0ac2a699
 #: the stored results that the chapters show (`bench/results/` of the repository), pinned by sha256
 RESULT_FILES = {
+    "imdb_pooling-1000-amd-epyc-2cores.json": "1ad34a62545ea433023e033f7c8379679f63c847fbcf990f78c6796ec60da535",
+    "imdb_seeds-2000-seed2-amd-epyc-2cores.json": "b0dbd510d9e31a0e660d38dfd3fd05d8e5385d44b41161b3838a2769bb5a7ce0",
+    "imdb_seeds-2000-seed1-amd-epyc-2cores.json": "a066b49c87c170c8d5e35673d179a0c0d0b946583eae0db57cee8675b1418eae",
+    "imdb_seeds-2000-seed0-amd-epyc-2cores.json": "e55f06b5c26571ba3fd54ed194f3ff0a57ab89c4718cc673b5775a2bdfb56d9a",
     "imdb_bow_cut-amd-epyc-2cores.json": "a682fdc13444fcac18c4a425f4958f64fb6a7c0181da2973a0380382d5b9def9",
-    "imdb_seeds-1000-seed1-amd-epyc-2cores.json": "2c74f0fd0a92ff2e2862d4572cb3762cf815e12887d382b51ff9de4c4bb8dd70",
-    "imdb_seeds-1000-seed2-amd-epyc-2cores.json": "77df3d667c07b12c6791d42958129eff756da385481868822438dc8ef4b4b1a2",
     "fsdp-amd-epyc-2cores-sweep.json": "3c5dcaac686868f2a0ac1fc881f5866dc88c9584cb671feb08be18bf7b3332df",
     "restart_store-amd-epyc-2cores.json": "b77f52c8b6a8284ef5493c822d8af0404423686110d1632b40f2bc552f16145d",
     "imdb_pooling-amd-epyc-2cores.json": "f15dfa2b95db4804e84dc6a97fabd6906c55f31b20cecd6d96efe02cbaa8a2a8",
-    "precision_curves-seeds-amd-epyc-2cores.json": "95c28e77239da60969b5115d7e24f8efcfb09316eaa8d62676b4252aa2dd8498",
+    "precision_curves-seeds-amd-epyc-2cores.json": "17b7bb210be2c174c03338e64a425036d5407dd6b576fb41e1aef810fc178e10",
     "fsdp-amd-epyc-2cores.json": "0aad3f03f0f767d4d8ce37c690834a12f09222413d8e5668eee04066c5b465dd",
     "imdb_bow-amd-epyc-2cores.json": "5563caca23592f40424b5ad594091941894a7654d1bdb677a3e5de326c9c94ab",
     "imdb_mlm-small-amd-epyc-2cores.json":
