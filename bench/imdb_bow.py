@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import re
 import sys
 import time
@@ -28,7 +27,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).parent))
 from copy_task import machine, slug   # noqa: E402
 
-from annotated_transformer.classification import ImdbTask, clean_review   # noqa: E402
+from annotated_transformer.classification import ImdbTask, clean_review, truncate_ids   # noqa: E402
 from annotated_transformer.data import load_imdb   # noqa: E402
 
 WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?|[!?]")   # words (with "n't", "'s"), and ! and ?
@@ -48,18 +47,22 @@ def vocabulary(docs: list[list[str]], min_df: int) -> tuple[dict[str, int], torc
 
 
 def cut_like_shipped(texts: list[str]) -> tuple[list[str], float]:
-    "`texts` cut to the subwords the shipped classifier keeps (the text from the kept subwords' offsets), and the share of subwords dropped."
+    """`texts` cut to the subwords the shipped classifier keeps (`truncate_ids` on the subwords' positions; the text of
+    each kept stretch, from its subwords' offsets), and the share of subwords dropped."""
     from annotated_transformer.run import load_pretrained
     _, task = load_pretrained("imdb")
-    cap, head = task.max_len - 1, (task.max_len - 1) // 4
-    assert task.keep == "head+tail", task.keep
     clean = [clean_review(t, task.lowercase) for t in texts]
     out, n_all, n_cut = [], 0, 0
     for t, e in zip(clean, task.tokenizer.encode_batch(clean, add_special_tokens=False)):
         n = len(e.offsets); n_all += n
-        if n <= cap: out.append(t); continue
-        n_cut += n - cap
-        out.append(t[:e.offsets[head - 1][1]] + " " + t[e.offsets[n - (cap - head)][0]:])
+        kept = truncate_ids(list(range(n)), task.max_len - 1, task.keep)   # the positions the classifier reads
+        n_cut += n - len(kept)
+        if len(kept) == n: out.append(t); continue
+        stretches = [[kept[0]]]
+        for i in kept[1:]:
+            if i == stretches[-1][-1] + 1: stretches[-1].append(i)
+            else: stretches.append([i])
+        out.append(" ".join(t[e.offsets[r[0]][0]:e.offsets[r[-1]][1]] for r in stretches))
     return out, n_cut / n_all
 
 
