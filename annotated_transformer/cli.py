@@ -99,7 +99,7 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--task", choices=sorted(TASKS), help="what to learn (default: copy)")
     t.add_argument("--out", metavar="DIR", help="run folder (default: runs/<task>)")
     g = t.add_argument_group("the recipe (default: the task's)")
-    g.add_argument("--preset", metavar="NAME", help="model size: tiny | small (default) | base (multi30k); "
+    g.add_argument("--preset", metavar="NAME", help="model size: tiny | small (default) | base (multi30k) | gpu (shakespeare, enwik8, text); "
                                                  "tiny | base | big (wmt14)")
     g.add_argument("--data-dir", metavar="DIR", help="folder of the data files (default: download to the cache); "
                                                      "task text: the text file")

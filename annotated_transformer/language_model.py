@@ -154,6 +154,10 @@ CHAR_PRESETS = {
                  warmup=20, max_steps=100, eval_every=50, eval_windows=20),
     "small": dict(model=dict(N=4, d_model=128, d_ff=512, h=4, dropout=0.0, context=128), batch_size=32,
                   lr_factor=0.3, warmup=200, max_steps=3600, eval_every=300, eval_windows=None),
+    # for a GPU: nanoGPT's tiny-shakespeare character model (6 layers of width 384, 6 heads, 256 characters of context,
+    # 64 windows, dropout 0.2); the Noam factor puts the peak rate at 1e-3 after 100 steps, 1.4e-4 at step 5,000
+    "gpu": dict(model=dict(N=6, d_model=384, d_ff=1536, h=6, dropout=0.2, context=256), batch_size=64,
+                lr_factor=0.2, warmup=100, max_steps=5000, eval_every=250, eval_windows=None),
 }
 
 @dataclass

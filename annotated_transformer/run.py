@@ -54,7 +54,7 @@ class TrainConfig:
     task: str | None = None            # default: copy, or on --resume the saved run's
     out: str | None = None             # run folder; default runs/<task>
     # --- task settings: the recipe (None = the task's default)
-    preset: str | None = None          # the task's presets: tiny | small (default) | base (multi30k)
+    preset: str | None = None          # the task's presets: tiny | small (default) | base (multi30k) | gpu (shakespeare, enwik8, text)
     data_dir: str | None = None        # folder of the data files (default: the download cache); task text: the file
     batch_size: int | None = None      # sequences per micro-batch (tasks that count sequences: copy)
     max_tokens: int | None = None      # padded tokens per micro-batch (token-budget tasks: multi30k)

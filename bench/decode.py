@@ -12,6 +12,9 @@ generated tokens per second (batch x output tokens / seconds, median of `--repea
     OMP_WAIT_POLICY=PASSIVE python bench/decode.py --threads 1,2   # on a machine shared with other processes
     python bench/decode.py --device cuda         # on a GPU (timed after torch.cuda.synchronize)
     python bench/decode.py --peer --threads 1,2  # side by side with MarianMTModel.generate (the bench extra)
+    python bench/decode.py --peer --device cuda --peer-sizes shipped,base --peer-batches 32,128 --budget 80
+                                                 # the same at the shipped model's and the base model's sizes, batches
+                                                 # of 32 and 128: one row per size and batch
     python bench/decode.py --ablation --threads 1,2   # chapter 7's optimisations one by one
     python bench/decode.py --floor --threads 1,2      # greedy: ours, a bare step with nothing to spare, MarianMT
 
@@ -114,36 +117,85 @@ def run(threads: int, repeats: int, device: str = "cpu") -> dict:
 PEER = dict(batch=32, src_len=32, new_tokens=64, beam=4)   # the sizes of the side-by-side comparison (issue 15)
 
 
-def marian_peer(device: str = "cpu"):
-    """Hugging Face's `MarianMTModel` at the sizes of `MODEL` (random weights, no download): what a reader would
-    otherwise use to translate. Needs the `bench` extra (`pip install -e ".[bench]"`)."""
+def _shipped_sizes() -> dict:
+    "The shipped translation model's sizes, from pretrained/multi30k-small/config.json (these values if unreadable)."
+    try:
+        cfg = json.loads((Path(__file__).resolve().parent.parent / "pretrained" / "multi30k-small" / "config.json")
+                         .read_text())["model"]
+        return dict(N=cfg["N"], d_model=cfg["d_model"], d_ff=cfg["d_ff"], h=cfg["h"], vocab=cfg["tgt_vocab"],
+                    tie=bool(cfg.get("tie_embeddings", False)))
+    except (OSError, KeyError, ValueError):
+        return dict(N=3, d_model=256, d_ff=1024, h=4, vocab=8000, tie=True)
+
+
+#: the sizes `--peer-sizes` can name: `bench` (`MODEL` and `VOCAB`, untied: the default comparison), `shipped` (the
+#: book's shipped translation model, `pretrained:multi30k-small`), `base` (the paper's base model, an 8000-token
+#: shared vocabulary). `tie`: one matrix for both embeddings and the output layer (MarianMT always ties them).
+PEER_SIZES = {"bench": dict(N=MODEL["N"], d_model=MODEL["d_model"], d_ff=MODEL["d_ff"], h=MODEL["h"], vocab=VOCAB,
+                            tie=False),
+              "shipped": _shipped_sizes(),
+              "base": dict(N=6, d_model=512, d_ff=2048, h=8, vocab=8000, tie=True)}
+#: `--tiny` (dry runs of the code paths on a CPU): toy sizes under the same names
+TINY_SIZES = {"bench": dict(N=1, d_model=32, d_ff=64, h=2, vocab=100, tie=False),
+              "shipped": dict(N=1, d_model=32, d_ff=64, h=2, vocab=120, tie=True),
+              "base": dict(N=2, d_model=64, d_ff=128, h=4, vocab=160, tie=True)}
+
+
+def marian_peer(device: str = "cpu", sizes: dict | None = None):
+    """Hugging Face's `MarianMTModel` at the sizes of `MODEL` (or `sizes`, an entry of `PEER_SIZES`; random weights,
+    no download), fp32, in eval mode: what a reader would otherwise use to translate. Needs the `bench` extra
+    (`pip install -e ".[bench]"`)."""
     from transformers import MarianConfig, MarianMTModel
-    cfg = MarianConfig(vocab_size=VOCAB, d_model=MODEL["d_model"], encoder_layers=MODEL["N"], decoder_layers=MODEL["N"],
-                       encoder_attention_heads=MODEL["h"], decoder_attention_heads=MODEL["h"],
-                       encoder_ffn_dim=MODEL["d_ff"], decoder_ffn_dim=MODEL["d_ff"], max_position_embeddings=512,
+    z = sizes or PEER_SIZES["bench"]
+    cfg = MarianConfig(vocab_size=z["vocab"], d_model=z["d_model"], encoder_layers=z["N"], decoder_layers=z["N"],
+                       encoder_attention_heads=z["h"], decoder_attention_heads=z["h"],
+                       encoder_ffn_dim=z["d_ff"], decoder_ffn_dim=z["d_ff"], max_position_embeddings=512,
                        pad_token_id=0, eos_token_id=2, decoder_start_token_id=START, forced_eos_token_id=None)
     torch.manual_seed(0)
-    return MarianMTModel(cfg).to(device).eval()
+    return MarianMTModel(cfg).to(device=device, dtype=torch.float32).eval()
 
 
-def side_by_side_inputs(threads: int, device: str = "cpu"):
-    """What every side-by-side run decodes: our model at `MODEL`'s sizes (seeded), and `PEER["batch"]` random
-    sources of `PEER["src_len"]` tokens with their all-true mask, on `device`, with `threads` CPU threads."""
+def side_by_side_inputs(threads: int, device: str = "cpu", sizes: dict | None = None, batch: int | None = None):
+    """What every side-by-side run decodes: our model at `MODEL`'s sizes (or `sizes`, an entry of `PEER_SIZES`;
+    seeded, fp32, eval mode), and `PEER["batch"]` (or `batch`) random sources of `PEER["src_len"]` tokens with their
+    all-true mask, on `device`, with `threads` CPU threads."""
     torch.set_num_threads(threads)
     torch.manual_seed(0)
-    ours = make_model(VOCAB, VOCAB, **MODEL).to(device).eval()
-    src = torch.randint(3, VOCAB, (PEER["batch"], PEER["src_len"]), generator=torch.Generator().manual_seed(0)).to(device)
-    return ours, src, torch.ones(src.size(0), 1, src.size(1), dtype=torch.bool, device=device)
+    if sizes is None:
+        ours, vocab = make_model(VOCAB, VOCAB, **MODEL), VOCAB
+    else:
+        vocab = sizes["vocab"]
+        ours = make_model(vocab, vocab, N=sizes["N"], d_model=sizes["d_model"], d_ff=sizes["d_ff"], h=sizes["h"],
+                          dropout=MODEL["dropout"], tie_embeddings=sizes["tie"])
+    ours = ours.to(device=device, dtype=torch.float32).eval()
+    return (ours, *peer_sources(vocab, batch or PEER["batch"], device))
 
 
-def versus_peer(threads: int, repeats: int, device: str = "cpu") -> dict:
-    """Ours against `MarianMTModel.generate`, same sizes, greedy and beam search, each forced to exactly
-    `PEER["new_tokens"]` new tokens (ours: no end symbol; the peer: `min_new_tokens`), runs interleaved
-    (ours, peer, ours, ...) so that a change of load hits both; medians."""
+def peer_sources(vocab: int, batch: int, device: str = "cpu"):
+    "`batch` random (seeded) sources of `PEER['src_len']` tokens from 3 to `vocab` - 1 and their all-true mask."
+    src = torch.randint(3, vocab, (batch, PEER["src_len"]), generator=torch.Generator().manual_seed(0)).to(device)
+    return src, torch.ones(src.size(0), 1, src.size(1), dtype=torch.bool, device=device)
+
+
+def versus_peer(threads: int, repeats: int, device: str = "cpu", sizes: dict | None = None, batch: int | None = None,
+                size_name: str | None = None, models: tuple | None = None, deadline: float | None = None) -> dict:
+    """Ours against `MarianMTModel.generate`, same sizes (`MODEL`'s, or `sizes` named `size_name`), greedy and beam
+    search on `PEER["batch"]` (or `batch`) sources, each forced to exactly `PEER["new_tokens"]` new tokens (ours: no
+    end symbol; the peer: `min_new_tokens`), runs interleaved (ours, peer, ours, ...) so that a change of load hits
+    both; medians. `models`: (ours, peer) already built at these sizes; `deadline` (a `time.perf_counter()` value):
+    no timed round after the first that would end past it."""
     import transformers
-    ours, src, src_mask = side_by_side_inputs(threads, device)
-    peer = marian_peer(device)
-    b, n, k = PEER["batch"], PEER["new_tokens"], PEER["beam"]
+    if models is None:
+        ours, src, src_mask = side_by_side_inputs(threads, device, sizes, batch)
+        peer = marian_peer(device, sizes)
+    else:
+        torch.set_num_threads(threads)
+        ours, peer = models
+        src, src_mask = peer_sources(sizes["vocab"] if sizes else VOCAB, batch or PEER["batch"], device)
+    for mdl in (ours, peer):
+        assert not mdl.training and next(mdl.parameters()).dtype == torch.float32
+        assert next(mdl.parameters()).device.type == device
+    b, n, k = src.size(0), PEER["new_tokens"], PEER["beam"]
     attn = torch.ones_like(src)
     fns = {
         "ours_greedy": lambda: fast_greedy_decode(ours, src, src_mask, n + 1, START),
@@ -158,16 +210,24 @@ def versus_peer(threads: int, repeats: int, device: str = "cpu") -> dict:
     with torch.inference_mode():
         for name, fn in fns.items():                                       # warm-up, and the shapes
             assert fn().shape == (b, n + 1), name
-        for _ in range(repeats):
+        for i in range(repeats):
+            t_round = time.perf_counter()
             for name, fn in fns.items():
                 sync(device); t0 = time.perf_counter(); fn(); sync(device); times[name].append(time.perf_counter() - t0)
+            now = time.perf_counter()
+            if deadline is not None and i + 1 < repeats and now + (now - t_round) > deadline:
+                print(f"  budget: {i + 1} of {repeats} timed rounds", flush=True)
+                break
     med = {name: statistics.median(t) for name, t in times.items()}
     tok_s = {name: b * n / t for name, t in med.items()}
     r = dict(threads=threads, batch=b, src_len=PEER["src_len"], new_tokens=n, beam=k, seconds=med, tok_s=tok_s,
              greedy_ratio=tok_s["ours_greedy"] / tok_s["peer_greedy"], beam_ratio=tok_s["ours_beam"] / tok_s["peer_beam"],
              transformers=transformers.__version__, load_before=[round(x, 2) for x in load_before],
              load_after=[round(x, 2) for x in os.getloadavg()])
-    print(f"threads {threads}: greedy ours {tok_s['ours_greedy']:,.0f} tok/s, MarianMT {tok_s['peer_greedy']:,.0f} "
+    if sizes is not None:                    # the multi-size comparison names its sizes and what it ran
+        r.update(size=size_name, model={k_: v for k_, v in sizes.items()}, repeats_done=len(times["ours_greedy"]),
+                 dtype=str(next(ours.parameters()).dtype).replace("torch.", ""), torch=torch.__version__)
+    print(f"threads {threads}" + (f", {size_name} sizes, batch {b}" if sizes is not None else "") + f": greedy ours {tok_s['ours_greedy']:,.0f} tok/s, MarianMT {tok_s['peer_greedy']:,.0f} "
           f"({r['greedy_ratio']:.2f}x); beam {k} ours {tok_s['ours_beam']:,.0f}, MarianMT {tok_s['peer_beam']:,.0f} "
           f"({r['beam_ratio']:.2f}x)", flush=True)
     return r
@@ -346,6 +406,54 @@ def write_report(report: dict, path) -> Path:
     return out
 
 
+def peer_sizes_main(args, threads: list[int], machine: dict, name: str, t_start: float, parser) -> dict:
+    """`--peer` with `--peer-sizes`/`--peer-batches`: one row per thread count, size and batch (each size's two models
+    built once), each row's runs interleaved, medians; the JSON is rewritten after every row."""
+    import transformers
+    table = TINY_SIZES if args.tiny else PEER_SIZES
+    size_names = (args.peer_sizes or "bench").split(",")
+    if any(z not in table for z in size_names): parser.error(f"--peer-sizes: choose among {', '.join(table)}")
+    batches = [int(b) for b in (args.peer_batches or str(PEER["batch"])).split(",")]
+    if min(batches) < 1: parser.error("--peer-batches must be positive")
+    device = args.device
+    machine = dict(machine, transformers=transformers.__version__)
+    n_rows, runs = len(threads) * len(size_names) * len(batches), []
+    report = dict(machine=machine,
+                  config=dict(sizes={z: table[z] for z in size_names}, batches=batches, src_len=PEER["src_len"],
+                              new_tokens=PEER["new_tokens"], beam=PEER["beam"], start=START, repeats=args.repeats,
+                              budget_s=args.budget, tiny=args.tiny, device=device, dtype="float32",
+                              torch=torch.__version__, transformers=transformers.__version__,
+                              mode="eval, random weights, fp32 (both), interleaved runs, medians",
+                              tok_s="batch x new tokens / median seconds",
+                              ratios="ours tok/s / MarianMTModel.generate tok/s"),
+                  runs=runs)
+    out = Path(args.out or Path(__file__).parent / "results" / f"decode_vs_marian-{name}.json")
+    for t in threads:
+        for z in size_names:
+            ours, _, _ = side_by_side_inputs(t, device, table[z], 1)
+            models = (ours, marian_peer(device, table[z]))
+            for b in batches:
+                deadline = (None if args.budget is None
+                            else t_start + args.budget * (len(runs) + 1) / n_rows)   # this row's share ends here
+                runs.append(versus_peer(t, args.repeats, device, table[z], b, z, models, deadline))
+                write_report(report, out)
+            del models, ours
+            if device == "cuda": torch.cuda.empty_cache()
+    print(f"\n{'threads':>7} {'sizes':>8} {'d_model/N/h/d_ff/vocab':>22} {'batch':>5} {'greedy ours':>12} {'MarianMT':>9} "
+          f"{'ratio':>6} {'beam ours':>10} {'MarianMT':>9} {'ratio':>6} {'runs':>4}")
+    for r in runs:
+        t, z = r["tok_s"], r["model"]
+        shape = f"{z['d_model']}/{z['N']}/{z['h']}/{z['d_ff']}/{z['vocab']}"
+        print(f"{r['threads']:>7} {r['size']:>8} {shape:>22} {r['batch']:>5} {t['ours_greedy']:>12,.0f} "
+              f"{t['peer_greedy']:>9,.0f} {r['greedy_ratio']:>5.2f}x {t['ours_beam']:>10,.0f} {t['peer_beam']:>9,.0f} "
+              f"{r['beam_ratio']:>5.2f}x {r['repeats_done']:>4}")
+    print(f"{machine.get('gpu') or machine['cpu']}, torch {torch.__version__}, transformers {transformers.__version__}; "
+          f"{PEER['new_tokens']} new tokens, beam {PEER['beam']}, median of up to {args.repeats} runs; "
+          f"{time.perf_counter() - t_start:.0f} s")
+    print(f"wrote {out}")
+    return report
+
+
 def main(argv: list[str] | None = None) -> dict:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--threads", default=str(torch.get_num_threads()),
@@ -363,7 +471,15 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--no-compile", action="store_true", help="with --floor: skip the compiled bare step")
     p.add_argument("--peer", action="store_true", help="only ours against Hugging Face's MarianMTModel.generate, "
                    "written to decode_vs_marian-<machine>.json (needs the bench extra)")
+    p.add_argument("--peer-sizes", default=None, help=f"with --peer: comma-separated model sizes, one row each "
+                   f"(of {', '.join(PEER_SIZES)}; default: bench, the sizes of MODEL)")
+    p.add_argument("--peer-batches", default=None, help=f"with --peer: comma-separated batch sizes, one row each "
+                   f"(default {PEER['batch']})")
+    p.add_argument("--budget", type=float, default=None, help="with --peer-sizes/--peer-batches: seconds for the "
+                   "whole run, shared evenly by the rows; a row stops its timed rounds (after the first) at its share")
+    p.add_argument("--tiny", action="store_true", help=argparse.SUPPRESS)   # toy sizes: a dry run of the code paths
     args = p.parse_args(argv)
+    t_start = time.perf_counter()
     threads = [int(t) for t in args.threads.split(",")]
     if min(threads) < 1 or args.repeats < 1: p.error("--threads and --repeats must be positive")
     if args.device == "cuda" and not torch.cuda.is_available(): p.error("--device cuda, but no GPU is available")
@@ -396,6 +512,8 @@ def main(argv: list[str] | None = None) -> dict:
         out = write_report(report, args.out or Path(__file__).parent / "results" / f"decode_steps-{name}.json")
         print(f"wrote {out}")
         return report
+    if args.peer and (args.peer_sizes or args.peer_batches or args.tiny):
+        return peer_sizes_main(args, threads, machine, name, t_start, p)
     if args.peer:
         runs = [versus_peer(t, args.repeats, args.device) for t in threads]
         report = dict(machine=machine,
