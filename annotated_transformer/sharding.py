@@ -21,6 +21,7 @@ import torch.distributed.checkpoint as dcp
 from torch import nn, Tensor
 from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_optimizer_state_dict,
                                                      get_state_dict, set_state_dict)
+from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.distributed.tensor import DTensor
 
@@ -37,11 +38,12 @@ def shard_units(model: nn.Module) -> list[nn.Module]:
 def shard_model(model: nn.Module) -> nn.Module:
     """Shard `model` in place across the process group (FSDP2): each encoder and decoder layer is one unit, gathered
     just before it runs and freed after; the root takes the rest. Each parameter becomes a `DTensor` of which this rank
-    keeps 1/P."""
+    keeps 1/P, on the device its weights are on."""
     if not dist.is_initialized():
         raise RuntimeError("shard_model needs a process group: run under torchrun (or call init_process_group).")
-    for layer in shard_units(model): fully_shard(layer)
-    fully_shard(model)
+    mesh = init_device_mesh(next(model.parameters()).device.type, (dist.get_world_size(),))   # the P ranks, in a row
+    for layer in shard_units(model): fully_shard(layer, mesh=mesh)
+    fully_shard(model, mesh=mesh)
     return model
 
 def is_sharded(model: nn.Module) -> bool:
@@ -195,6 +197,7 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch import nn
 from torch.distributed.checkpoint.state_dict import get_model_state_dict, set_state_dict
+from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 
 from .checkpoint import (CONFIG_FILE, FORMAT_VERSION, UNIT_PREFIX, CheckpointError, _fsync_tree,
@@ -288,6 +291,7 @@ def shard_model_for_run(model: nn.Module, precision: str = "fp32", device: torch
         raise RuntimeError("shard_model_for_run needs a process group: run under torchrun (or call init_process_group).")
     bf16 = precision == "bf16" and torch.device(device).type == "cuda"
     mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 else MixedPrecisionPolicy()
-    for layer in run_shard_units(model): fully_shard(layer, mp_policy=mp)
-    fully_shard(model, mp_policy=mp)
+    mesh = init_device_mesh(next(model.parameters()).device.type, (dist.get_world_size(),))   # where the weights are
+    for layer in run_shard_units(model): fully_shard(layer, mesh=mesh, mp_policy=mp)
+    fully_shard(model, mesh=mesh, mp_policy=mp)
     return model
