@@ -25,7 +25,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.distributed.tensor import DTensor
 
-from .model import model_from_config
+from .model import make_model
 
 # %% auto #0
 __all__ = ['shard_units', 'shard_model', 'is_sharded', 'gathered', 'state_bytes', 'save_shards', 'load_shards', 'consolidate_shards', 'join_process_group', 'demo_train', 'SHARDS', 'SHARDED_STATE', 'save_sharded', 'is_sharded_checkpoint', 'load_sharded', 'consolidate', 'run_shard_units', 'shard_model_for_run']
@@ -148,12 +148,13 @@ def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: 
     `save`: a folder into which `save_shards` writes `step_<k>` after each step k, and from whose newest whole
     checkpoint (its index written) a run resumes. Returns this rank's record."""
     from torch.nn.parallel import DistributedDataParallel as DDP
-    from annotated_transformer.training import Batch, LabelSmoothing, copy_task_batches, task_batch_loss
+    from annotated_transformer.going_big import ddp_batch_loss          # chapter 8: the generator inside DDP
+    from annotated_transformer.training import Batch, LabelSmoothing, copy_task_batches
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     rank, world = join_process_group("gloo") if mode != "single" else (0, 1)
     if batch_size % world: raise ValueError(f"batch_size={batch_size} must be a multiple of the {world} processes.")
     torch.manual_seed(0)                                   # the same initial weights on every rank
-    model = model_from_config(dict(src_vocab=vocab, tgt_vocab=vocab, N=N, d_model=d_model, d_ff=d_ff, h=h, dropout=0.0))
+    model = make_model(vocab, vocab, N=N, d_model=d_model, d_ff=d_ff, h=h, dropout=0.0)
     model = shard_model(model) if mode == "fsdp" else DDP(model) if mode == "ddp" else model
     opt, crit = torch.optim.Adam(model.parameters(), lr=lr, eps=eps), LabelSmoothing(vocab, 0, 0.0)
     held = {}                                              # bytes held just before an optimizer step
@@ -165,7 +166,7 @@ def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: 
     for step in range(start, steps):
         b = next(copy_task_batches(vocab, batch_size, 1, seq_len=seq_len, generator=torch.Generator().manual_seed(step)))
         part = Batch(b.src[rows], torch.cat([b.src[rows, :1], b.tgt_y[rows]], 1))
-        loss, n = task_batch_loss(model, part, crit), part.ntokens          # DDP: reaches the wrapped generator
+        loss, n = ddp_batch_loss(model, part, crit), part.ntokens
         (loss / n).backward(); opt.step(); opt.zero_grad(set_to_none=True)
         total = torch.stack([loss.detach().float(), torch.tensor(float(n))])
         if world > 1: dist.all_reduce(total)              # the whole batch's loss per token
