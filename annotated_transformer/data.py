@@ -381,6 +381,12 @@ def write_synthetic_multi30k(folder: str | os.PathLike, n_train: int = 400, n_ev
 # %% ../nbs/9e_data_plumbing.ipynb #0ac2a699
 #: the stored results that the chapters show (`bench/results/` of the repository), pinned by sha256
 RESULT_FILES = {
+    "hf_loaders_cuda-nvidia-h100-80gb-hbm3.json": "b7b0b699f995023d3b5aeb25fe46a22139f45a8b1f2dca0fbb0cbcaa990364e6",
+    "shakespeare_gpu-nvidia-h100-80gb-hbm3.json": "0e5ac0da4647b672699449a436cc3b82b65b751bd0be1170e6981115297e9daf",
+    "decode_vs_marian-nvidia-h100-80gb-hbm3.json": "4eb25d4bf6f4e0dd4414775464350d184392100e67a5679da7d8785b4d10852d",
+    "notebooks-92-nvidia-h100-80gb-hbm3.json": "4daa4da6c2ba59c3376a766f90d3ec70b0e2161eb549c45265ac7193b8c16420",
+    "notebooks-nvidia-h100-80gb-hbm3.json": "eb405860b63e8fcf24298d657fde8695014fc1cbd402044063969b6c238a92ae",
+    "train_throughput-base-fill-nvidia-h100-80gb-hbm3.json": "a1f74297dd9f1aee4aa6fa3072e54de062fdce2aa0c9c9f34e2c32cd57b74a36",
     "imdb_pooling-1000-amd-epyc-2cores.json": "1ad34a62545ea433023e033f7c8379679f63c847fbcf990f78c6796ec60da535",
     "imdb_seeds-2000-seed2-amd-epyc-2cores.json": "b0dbd510d9e31a0e660d38dfd3fd05d8e5385d44b41161b3838a2769bb5a7ce0",
     "imdb_seeds-2000-seed1-amd-epyc-2cores.json": "a066b49c87c170c8d5e35673d179a0c0d0b946583eae0db57cee8675b1418eae",
