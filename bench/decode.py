@@ -12,7 +12,7 @@ generated tokens per second (batch x output tokens / seconds, median of `--repea
     OMP_WAIT_POLICY=PASSIVE python bench/decode.py --threads 1,2   # on a machine shared with other processes
     python bench/decode.py --device cuda         # on a GPU (timed after torch.cuda.synchronize)
     python bench/decode.py --peer --threads 1,2  # side by side with MarianMTModel.generate (the bench extra)
-    python bench/decode.py --peer --device cuda --peer-sizes shipped,base --peer-batches 32,128 --budget 80
+    python bench/decode.py --peer --device cuda --peer-sizes shipped,base --peer-batches 32,128 --budget 70
                                                  # the same at the shipped model's and the base model's sizes, batches
                                                  # of 32 and 128: one row per size and batch
     python bench/decode.py --ablation --threads 1,2   # chapter 7's optimisations one by one

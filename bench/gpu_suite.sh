@@ -14,7 +14,14 @@
 #   loaders      Part IV's GPT-2 and Llama loaders against `transformers` on the GPU, fp32 and bf16
 #   notebooks    every notebook's tests with their `cuda` cells, 12 at a time, in the time left
 # Timing steps run alone on the GPU; the loaders' check runs beside the notebooks (it measures no time).
-# Needs: the package importable (PYTHONPATH), nbdev for the notebooks, transformers for decode and loaders.
+# Measured on one H100 (driver 580, torch 2.11, 16 host cores; 2026-11-26), DEADLINE=550: 537 s in all; shakespeare
+# 225 s (8,000 steps), step 90 s, decode 42 s, then 168 s for the loaders and 40 notebooks, of which the slowest
+# (92_run, cut at 158 s) was run again alone: python3 bench/gpu_notebooks.py --only 92_run (179 s).
+# Needs: the package importable (PYTHONPATH), nbdev for the notebooks, transformers for decode and loaders. A machine
+# without nbdev takes it as wheels: `pip download --no-deps --only-binary=:all: --python-version 3.12 ... -d .whl`
+# of nbdev, execnb, fastcore, fastgit, ghapi, fastspec, fasttransport, httpx2, httpcore2, truststore, asttokens,
+# astunparse, six, wheel, watchdog, ipython 8 and its dependencies, then there `pip install --no-index --no-deps
+# --target /tmp/site .whl/*.whl` and PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH.
 set -uo pipefail
 DATA=${1:?usage: gpu_suite.sh DATA [OUT]}
 OUTDIR=${2:-bench/results}
