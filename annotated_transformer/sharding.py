@@ -148,7 +148,6 @@ def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: 
     `save`: a folder into which `save_shards` writes `step_<k>` after each step k, and from whose newest whole
     checkpoint (its index written) a run resumes. Returns this rank's record."""
     from torch.nn.parallel import DistributedDataParallel as DDP
-    from annotated_transformer.going_big import ddp_batch_loss          # chapter 8: the generator inside DDP
     from annotated_transformer.training import Batch, LabelSmoothing, copy_task_batches
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     rank, world = join_process_group("gloo") if mode != "single" else (0, 1)
@@ -166,7 +165,9 @@ def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: 
     for step in range(start, steps):
         b = next(copy_task_batches(vocab, batch_size, 1, seq_len=seq_len, generator=torch.Generator().manual_seed(step)))
         part = Batch(b.src[rows], torch.cat([b.src[rows, :1], b.tgt_y[rows]], 1))
-        loss, n = ddp_batch_loss(model, part, crit), part.ntokens
+        out = model(part.src, part.tgt, part.src_mask, part.tgt_mask)       # through DDP's wrapper, if any
+        log_probs = (model.module if mode == "ddp" else model).generator(out)
+        loss, n = crit(log_probs.reshape(-1, log_probs.size(-1)), part.tgt_y.reshape(-1)), part.ntokens
         (loss / n).backward(); opt.step(); opt.zero_grad(set_to_none=True)
         total = torch.stack([loss.detach().float(), torch.tensor(float(n))])
         if world > 1: dist.all_reduce(total)              # the whole batch's loss per token
