@@ -21,7 +21,7 @@ import re
 import shutil
 import signal
 import sys
-from dataclasses import fields
+from dataclasses import fields, replace
 from pathlib import Path
 
 from .checkpoint import (CheckpointError, load_config, load_model, save_model, average_checkpoints,
@@ -29,8 +29,8 @@ from .checkpoint import (CheckpointError, load_config, load_model, save_model, a
 from .data import DataError, MULTI30K_SPLITS
 from .training import PRECISIONS
 from .tasks import TASKS, make_task
-from .run import (TrainConfig, UsageError, Interrupted, TASK_SETTINGS, load_config_file, train, evaluate,
-                                       predict)
+from .run import (TrainConfig, UsageError, Interrupted, TASK_SETTINGS, RESUMED, load_config_file, train,
+                                       evaluate, predict, run_recipe)
 from .translation import MULTI30K_PRESETS
 from .pretrained import PRETRAINED_FOR, PREFIX, resolve_model
 from .gpt2 import HFCheckpointError
@@ -315,7 +315,11 @@ def _run(args) -> None:
         out = Path(cfg.out or f"runs/{cfg.task or 'copy'}")
         if out.exists() and not out.is_dir():
             raise UsageError(f"--out {out} is a file, not a folder; choose a folder for the run.")
-        try: task = make_task(cfg.task or "copy", **{k: getattr(cfg, k) for k in TASK_SETTINGS})
+        est = cfg                                          # the recipe to size: a resumed run's own, as `train` does
+        if cfg.resume and (saved := run_recipe(out)) is not None and saved.get("task") in (None, cfg.task or saved.get("task")):
+            est = replace(cfg, task=cfg.task or saved.get("task"), **{k: saved[k] for k in RESUMED
+                                                                       if getattr(cfg, k) is None and saved.get(k) is not None})
+        try: task = make_task(est.task or "copy", **{k: getattr(est, k) for k in TASK_SETTINGS})
         except (ValueError, TypeError): task = None        # `train` names the setting
         if task is not None:
             check_memory("one training batch", train_bytes(task), "use a smaller --batch-size or --max-tokens "

@@ -165,8 +165,8 @@ def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: 
     for step in range(start, steps):
         b = next(copy_task_batches(vocab, batch_size, 1, seq_len=seq_len, generator=torch.Generator().manual_seed(step)))
         part = Batch(b.src[rows], torch.cat([b.src[rows, :1], b.tgt_y[rows]], 1))
-        out = model(part.src, part.tgt, part.src_mask, part.tgt_mask)       # through DDP's wrapper, if any
-        log_probs = (model.module if mode == "ddp" else model).generator(out)
+        y = model(part.src, part.tgt, part.src_mask, part.tgt_mask)         # through DDP's wrapper, if any
+        log_probs = (model.module if mode == "ddp" else model).generator(y)
         loss, n = crit(log_probs.reshape(-1, log_probs.size(-1)), part.tgt_y.reshape(-1)), part.ntokens
         (loss / n).backward(); opt.step(); opt.zero_grad(set_to_none=True)
         total = torch.stack([loss.detach().float(), torch.tensor(float(n))])
