@@ -24,6 +24,7 @@ from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.distributed.tensor import DTensor
+from torch.nn.parallel import DistributedDataParallel as DDP
 
 from .model import make_model
 
@@ -143,11 +144,9 @@ def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: 
                lr: float = 1e-3, eps: float = 1e-8) -> dict:
     """Train a small copy-task model for `steps` Adam steps on fixed global batches of `batch_size` sequences, in one
     process (`mode="single"`) or, under `torchrun`, each of P ranks on its `batch_size / P` rows (`"ddp"`, `"fsdp"`).
-    Writes `out/rank<r>.json` (the whole batch's loss per token at each step; this rank's bytes of state before the
-    last step; `_Meter`'s speed and memory); rank 0 gathers the weights and Adam's moments into `out/*.safetensors`.
-    `save`: a folder into which `save_shards` writes `step_<k>` after each step k, and from whose newest whole
-    checkpoint (its index written) a run resumes. Returns this rank's record."""
-    from torch.nn.parallel import DistributedDataParallel as DDP
+    Writes `out/rank<r>.json` (the batch's loss per token at each step, this rank's bytes of state before the last
+    step, `_Meter`'s record; returned too); rank 0 gathers weights and Adam's moments into `out/*.safetensors`.
+    `save`: a folder for `save_shards`' `step_<k>` after each step; a run resumes from its newest whole one."""
     from annotated_transformer.training import Batch, LabelSmoothing, copy_task_batches
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     rank, world = join_process_group("gloo") if mode != "single" else (0, 1)
