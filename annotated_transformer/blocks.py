@@ -130,53 +130,60 @@ class Decoder(nn.Module):
         return self.norm(x)
 
 # %% ../nbs/07_decoding.ipynb #d688d5a2
-def _encoder_layer_forward(self, x: Tensor, mask: Tensor | None, cache: dict | None = None,
-                           is_causal: bool = False) -> Tensor:
-    "`EncoderLayer.forward`; with `is_causal=True` and `cache` it is a decoder-only model's layer (chapter 11)."
-    c_self = None if cache is None else cache["self"]                  # the same layout as `DecoderLayer`'s
-    x = self.sublayer[0](x, lambda y: self.self_attn(y, y, y, mask, cache=c_self, is_causal=is_causal))
-    return self.sublayer[1](x, self.feed_forward)
-
-def _run_layer(self, layer: nn.Module, *args, **kwargs) -> Tensor:
-    "Runs one layer of a stack: `layer(*args, **kwargs)` (chapter 8 replaces it to save memory in training)."
-    return layer(*args, **kwargs)
-
-def _encoder_forward(self, x: Tensor, mask: Tensor | None, cache: list[dict] | None = None,
-                     is_causal: bool = False) -> Tensor:
-    "`Encoder.forward`; `cache`: one dict per layer, or None."
-    for i, layer in enumerate(self.layers):
-        x = self._run_layer(layer, x, mask, cache=None if cache is None else cache[i], is_causal=is_causal)
-    return self.norm(x)
-
 def _decoder_layer_forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
-                           cache: dict | None = None, is_causal: bool = False) -> Tensor:
+                           cache: dict | None = None) -> Tensor:
     "`DecoderLayer.forward`; `cache`: this layer's `{'self': KVCache, 'src': MemoryCache}`, or None."
     c_self, c_src = (None, None) if cache is None else (cache["self"], cache["src"])
-    x = self.sublayer[0](x, lambda y: self.self_attn(y, y, y, tgt_mask, cache=c_self, is_causal=is_causal))
+    x = self.sublayer[0](x, lambda y: self.self_attn(y, y, y, tgt_mask, cache=c_self))
     x = self.sublayer[1](x, lambda y: self.src_attn(y, memory, memory, src_mask, cache=c_src))
     return self.sublayer[2](x, self.feed_forward)
 
-def _decoder_forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
-                     cache: list[dict] | None = None, is_causal: bool = False) -> Tensor:
+def _decoder_forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None, *,
+                     cache: list[dict] | None = None) -> Tensor:
     "`Decoder.forward`; `cache`: one dict per layer (see `DecoderLayer`), or None."
     for i, layer in enumerate(self.layers):
-        x = self._run_layer(layer, x, memory, src_mask, tgt_mask, cache=None if cache is None else cache[i],
-                            is_causal=is_causal)
+        x = layer(x, memory, src_mask, tgt_mask, None if cache is None else cache[i])
     return self.norm(x)
 
-EncoderLayer.forward, Encoder.forward = _encoder_layer_forward, _encoder_forward
 DecoderLayer.forward, Decoder.forward = _decoder_layer_forward, _decoder_forward
-Encoder._run_layer = Decoder._run_layer = _run_layer
 
 # %% ../nbs/08_going_big.ipynb #a23fadb2
 from torch.utils.checkpoint import checkpoint
 
 # %% ../nbs/08_going_big.ipynb #e2b30692
-def _checkpointed_run_layer(self, layer: nn.Module, *args, cache: dict | None = None, **kwargs) -> Tensor:
-    "Chapter 7's hook: `layer(...)`; while training with `checkpoint_activations`, only the layer's inputs are kept."
-    if cache is None and self.checkpoint_activations and self.training and torch.is_grad_enabled():
-        return checkpoint(layer, *args, use_reentrant=False, **kwargs)   # backward re-runs the layer's forward pass
-    return layer(*args, cache=cache, **kwargs)     # a decoding cache: never recomputed (it would be filled twice)
+def _stack_forward(self, x: Tensor, *args, cache: list[dict] | None = None, **kwargs) -> Tensor:
+    """`Encoder.forward` and `Decoder.forward`: each layer in turn, then the final norm. While training with
+    `checkpoint_activations`, each layer keeps only its inputs; `cache`: one dict per layer (chapter 7), or None."""
+    recompute = self.checkpoint_activations and self.training and torch.is_grad_enabled()
+    for i, layer in enumerate(self.layers):
+        if cache is not None:              # decoding: never recomputed (it would fill the cache twice)
+            x = layer(x, *args, cache=cache[i], **kwargs)
+        elif recompute:                    # backward runs the layer's forward pass again
+            x = checkpoint(layer, x, *args, use_reentrant=False, **kwargs)
+        else:
+            x = layer(x, *args, **kwargs)
+    return self.norm(x)
 
-Encoder._run_layer = Decoder._run_layer = _checkpointed_run_layer
+Encoder.forward = Decoder.forward = _stack_forward
 Encoder.checkpoint_activations = Decoder.checkpoint_activations = False   # the package's make_model sets it per model
+
+# %% ../nbs/11_language_model.ipynb #c11enc01
+def _causal_encoder_layer_forward(self, x: Tensor, mask: Tensor | None, cache: dict | None = None,
+                                  is_causal: bool = False) -> Tensor:
+    "`EncoderLayer.forward`; `is_causal` and this layer's `cache` (`{'self': KVCache, ...}`) go to self-attention."
+    c_self = None if cache is None else cache["self"]
+    x = self.sublayer[0](x, lambda y: self.self_attn(y, y, y, mask, cache=c_self, is_causal=is_causal))
+    return self.sublayer[1](x, self.feed_forward)
+
+EncoderLayer.forward = _causal_encoder_layer_forward
+
+# %% ../nbs/9c_training_recipes.ipynb #c9ccaus1
+def _causal_decoder_layer_forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
+                                  cache: dict | None = None, is_causal: bool = False) -> Tensor:
+    "Chapter 7's `DecoderLayer.forward`; `is_causal=True` with `tgt_mask=None`: the causal mask, never built."
+    c_self, c_src = (None, None) if cache is None else (cache["self"], cache["src"])
+    x = self.sublayer[0](x, lambda y: self.self_attn(y, y, y, tgt_mask, cache=c_self, is_causal=is_causal))
+    x = self.sublayer[1](x, lambda y: self.src_attn(y, memory, memory, src_mask, cache=c_src))
+    return self.sublayer[2](x, self.feed_forward)
+
+DecoderLayer.forward = _causal_decoder_layer_forward

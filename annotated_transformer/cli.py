@@ -21,7 +21,7 @@ import re
 import shutil
 import signal
 import sys
-from dataclasses import fields, replace
+from dataclasses import fields
 from pathlib import Path
 
 from .checkpoint import (CheckpointError, load_config, load_model, save_model, average_checkpoints,
@@ -29,8 +29,8 @@ from .checkpoint import (CheckpointError, load_config, load_model, save_model, a
 from .data import DataError, MULTI30K_SPLITS
 from .training import PRECISIONS
 from .tasks import TASKS, make_task
-from .run import (TrainConfig, UsageError, Interrupted, TASK_SETTINGS, RESUMED, load_config_file, train,
-                                       evaluate, predict, run_recipe)
+from .run import (TrainConfig, UsageError, Interrupted, TASK_SETTINGS, load_config_file, train,
+                                       evaluate, predict, resumed_config)
 from .translation import MULTI30K_PRESETS
 from .pretrained import PRETRAINED_FOR, PREFIX, resolve_model
 from .gpt2 import HFCheckpointError
@@ -99,8 +99,8 @@ def build_parser() -> argparse.ArgumentParser:
     t.add_argument("--task", choices=sorted(TASKS), help="what to learn (default: copy)")
     t.add_argument("--out", metavar="DIR", help="run folder (default: runs/<task>)")
     g = t.add_argument_group("the recipe (default: the task's)")
-    g.add_argument("--preset", metavar="NAME", help="model size: tiny | small (default) | base (multi30k) | gpu (shakespeare, enwik8, text); "
-                                                 "tiny | base | big (wmt14)")
+    g.add_argument("--preset", metavar="NAME", help="model size: tiny | small (default) | base (multi30k) | "
+                                                 "gpu (shakespeare, enwik8, text); tiny | base | big (wmt14)")
     g.add_argument("--data-dir", metavar="DIR", help="folder of the data files (default: download to the cache); "
                                                      "task text: the text file")
     g.add_argument("--batch-size", type=int, metavar="B", help="sequences per micro-batch (copy, shakespeare, enwik8, text)")
@@ -315,10 +315,7 @@ def _run(args) -> None:
         out = Path(cfg.out or f"runs/{cfg.task or 'copy'}")
         if out.exists() and not out.is_dir():
             raise UsageError(f"--out {out} is a file, not a folder; choose a folder for the run.")
-        est = cfg                                          # the recipe to size: a resumed run's own, as `train` does
-        if cfg.resume and (saved := run_recipe(out)) is not None and saved.get("task") in (None, cfg.task or saved.get("task")):
-            est = replace(cfg, task=cfg.task or saved.get("task"), **{k: saved[k] for k in RESUMED
-                                                                       if getattr(cfg, k) is None and saved.get(k) is not None})
+        est = resumed_config(cfg, out) if cfg.resume else cfg   # the recipe to size: a resumed run's own, as `train`'s
         try: task = make_task(est.task or "copy", **{k: getattr(est, k) for k in TASK_SETTINGS})
         except (ValueError, TypeError): task = None        # `train` names the setting
         if task is not None:

@@ -117,23 +117,17 @@ def _input_embedding_forward(self, x: Tensor, start: int = 0) -> Tensor:
     "`InputEmbedding.forward`; `start`: position of `x[:, 0]` (non-zero only when decoding with a cache)."
     return self.position(self.embed(x), start)  # (batch, seq, d_model)
 
-def _encoder_decoder_forward(self, src: Tensor, tgt: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
-                             is_causal: bool = False) -> Tensor:
-    "`EncoderDecoder.forward`; `is_causal=True` with `tgt_mask=None` applies the causal mask without building it."
-    return self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask, is_causal=is_causal)
-
 def _decode(self, memory: Tensor, src_mask: Tensor | None, tgt: Tensor, tgt_mask: Tensor | None,
-            cache: list[dict] | None = None, is_causal: bool = False) -> Tensor:
+            cache: list[dict] | None = None) -> Tensor:
     """`EncoderDecoder.decode`. With a `cache`, `tgt` holds only the new tokens: positions continue after the cached
     ones and earlier keys/values are reused."""
-    return self.decoder(self.tgt_embed(tgt, cached_length(cache)), memory, src_mask, tgt_mask, cache, is_causal)
+    return self.decoder(self.tgt_embed(tgt, cached_length(cache)), memory, src_mask, tgt_mask, cache=cache)
 
 def cached_length(cache: list[dict] | None) -> int:
     "How many target positions a decoder cache already holds (0 for None or an empty cache)."
     return len(cache[0]["self"]) if cache else 0
 
-InputEmbedding.forward = _input_embedding_forward
-EncoderDecoder.forward, EncoderDecoder.decode = _encoder_decoder_forward, _decode
+InputEmbedding.forward, EncoderDecoder.decode = _input_embedding_forward, _decode
 
 # %% ../nbs/08_going_big.ipynb #e57deef0
 def _generator_forward(self, x: Tensor) -> Tensor:
@@ -188,7 +182,7 @@ class LanguageModel(nn.Module):
         self.config: dict = {}
 
     def forward(self, x: Tensor, cache: list[dict] | None = None) -> Tensor:
-        return self.decoder(self.embed(x, cached_length(cache)), None, cache, is_causal=True)
+        return self.decoder(self.embed(x, cached_length(cache)), None, cache=cache, is_causal=True)
 
     def new_cache(self, capacity: int = 0) -> list[dict]:
         "An empty key/value cache, one dict per layer, with room for `capacity` positions (see `EncoderDecoder.new_cache`)."
@@ -274,6 +268,21 @@ def select_cache_rows(cache: list[dict], rows: Tensor) -> None:
     how a decoding loop drops the sequences that have finished."""
     for layer in cache:
         for part in layer.values(): part.select_rows(rows)
+
+# %% ../nbs/9c_training_recipes.ipynb #c9ccaus2
+def _causal_forward(self, src: Tensor, tgt: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
+                    is_causal: bool = False) -> Tensor:
+    "`EncoderDecoder.forward`; `is_causal=True` with `tgt_mask=None` applies the causal mask without building it."
+    extra = {"is_causal": True} if is_causal else {}        # without it, chapter 5's call exactly
+    return self.decode(self.encode(src, src_mask), src_mask, tgt, tgt_mask, **extra)
+
+def _causal_decode(self, memory: Tensor, src_mask: Tensor | None, tgt: Tensor, tgt_mask: Tensor | None,
+                   cache: list[dict] | None = None, is_causal: bool = False) -> Tensor:
+    "Chapter 7's `EncoderDecoder.decode`, passing `is_causal` on to the decoder's self-attention."
+    return self.decoder(self.tgt_embed(tgt, cached_length(cache)), memory, src_mask, tgt_mask, cache=cache,
+                        is_causal=is_causal)
+
+EncoderDecoder.forward, EncoderDecoder.decode = _causal_forward, _causal_decode
 
 # %% ../nbs/9g_classification_runs.ipynb #c9gmk02
 _teaching_make_classifier = getattr(make_classifier, "teaching", make_classifier)   # chapter 10's function

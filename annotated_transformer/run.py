@@ -19,7 +19,7 @@ import sys
 import threading
 import time
 from contextlib import nullcontext
-from dataclasses import dataclass, asdict, fields
+from dataclasses import dataclass, asdict, fields, replace
 from pathlib import Path
 
 import numpy as np
@@ -44,7 +44,7 @@ from .pretrained import pretrained_dir, resolve_model
 from . import translation, classification, language_model, wmt14   # register their tasks  # noqa: F401
 
 # %% auto #0
-__all__ = ['TASK_SETTINGS', 'RESUMED', 'RUN_DEFAULTS', 'PARAM_DIGEST_ENV', 'RUN_FILES', 'RUN_MARKER', 'TrainConfig', 'UsageError', 'Interrupted', 'load_config_file', 'check_config', 'autocast_context', 'micro_step', 'train_step', 'resolve_device', 'bf16_supported', 'check_precision', 'stream_seed', 'param_digest', 'init_distributed', 'agree', 'StopSignals', 'ignore_stop_signals', 'run_files', 'run_recipe', 'prepare_out', 'train', 'load_trained', 'evaluate', 'predict', 'load_pretrained']
+__all__ = ['TASK_SETTINGS', 'RESUMED', 'RUN_DEFAULTS', 'PARAM_DIGEST_ENV', 'RUN_FILES', 'RUN_MARKER', 'TrainConfig', 'UsageError', 'Interrupted', 'load_config_file', 'check_config', 'autocast_context', 'micro_step', 'train_step', 'resolve_device', 'bf16_supported', 'check_precision', 'stream_seed', 'param_digest', 'init_distributed', 'agree', 'StopSignals', 'ignore_stop_signals', 'run_files', 'run_recipe', 'prepare_out', 'resumed_config', 'train', 'load_trained', 'evaluate', 'predict', 'load_pretrained']
 
 # %% ../nbs/92_run.ipynb #b46c5bb5
 @dataclass
@@ -394,6 +394,17 @@ def _trim_metrics(path: Path, step: int) -> None:
 
 
 # %% ../nbs/92_run.ipynb #d86ae1f9
+def resumed_config(cfg: TrainConfig, where: Path) -> TrainConfig:
+    """`cfg` completed from the recipe of the run saved in `where` (its task, and each of `RESUMED` that `cfg` leaves
+    None), or `cfg` itself when `where` holds no run. A `UsageError` when the saved run is of another task."""
+    saved = run_recipe(where)
+    if saved is None: return cfg
+    task = cfg.task or saved.get("task")
+    if saved.get("task") != task:
+        raise UsageError(f"{where} holds a run of task {saved.get('task')!r}, not {task!r}; "
+                         f"resume it with --task {saved.get('task')}.")
+    return replace(cfg, task=task, **{k: saved[k] for k in RESUMED if getattr(cfg, k) is None and saved.get(k) is not None})
+
 def train(cfg: TrainConfig | None = None, **options) -> dict:
     """Train `cfg.task` until its target is reached or `max_steps`, saving a complete checkpoint in `cfg.out` at
     every evaluation and at the end; `options` override `cfg`'s fields (`train(task="copy", max_steps=100)`).
@@ -402,14 +413,7 @@ def train(cfg: TrainConfig | None = None, **options) -> dict:
     where = Path(cfg.out or f"runs/{cfg.task or 'copy'}")
     if int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0 and run_recipe(where) is not None:
         cfg.resume, cfg.overwrite = True, False   # torchrun restarted the group: continue the run, never replace it
-    saved = run_recipe(where) if cfg.resume else None
-    if saved is not None:                      # the saved run's recipe, unless given again
-        cfg.task = cfg.task or saved.get("task")
-        if saved.get("task") != cfg.task:
-            raise UsageError(f"{where} holds a run of task {saved.get('task')!r}, not {cfg.task!r}; "
-                             f"resume it with --task {saved.get('task')}.")
-        for k in RESUMED:
-            if getattr(cfg, k) is None and saved.get(k) is not None: setattr(cfg, k, saved[k])
+    if cfg.resume: cfg = resumed_config(cfg, where)   # the saved run's recipe, unless given again
     cfg.task = cfg.task or "copy"
     auto_accum = cfg.accum_steps is None   # a task may size it from the world size (wmt14: the paper's batch)
     for k, v in RUN_DEFAULTS.items():

@@ -129,7 +129,7 @@ def _gather_for_check(out: Path, model: nn.Module, opt: torch.optim.Optimizer, r
                   str(out / "optimizer.safetensors"))
 
 class _Meter:
-    "For `bench/fsdp.py`: steps/s after the first step (allocations) and this process's peak resident memory."
+    "For the benchmark: steps/s after the first step (allocations) and this process's peak resident memory."
     def __init__(self): self.rss0, self.start, self.steps = _peak_rss_mib(reset=True), time.perf_counter(), 0
     def tick(self, step: int) -> None:
         if step == 0: self.start = time.perf_counter()

@@ -15,6 +15,7 @@ from typing import Callable
 
 import torch
 
+from annotated_transformer.checkpoint import atomic_write
 from annotated_transformer.data import load_corpus
 from annotated_transformer.language_model import CharVocab
 from annotated_transformer.training import noam_optimizer
@@ -97,8 +98,7 @@ class Results:
     def put(self, key: str, value, top: bool = False):
         (self.data if top else self.data["runs"])[key] = value
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(self.data, indent=1) + "\n"); os.replace(tmp, self.path)
+        atomic_write(self.path, lambda p: p.write_text(json.dumps(self.data, indent=1) + "\n"))
 
 
 def train(model: torch.nn.Module, loss_fn: Callable, steps: int, *, d_model: int, lr_factor: float, warmup: int,
@@ -120,10 +120,9 @@ def train(model: torch.nn.Module, loss_fn: Callable, steps: int, *, d_model: int
     def save(step):
         if ckpt is None: return
         Path(ckpt).parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(str(ckpt) + ".tmp")
-        torch.save({"model": model.state_dict(), "opt": opt.state_dict(), "sched": sched.state_dict(),
-                    "generator": g.get_state(), "step": step, "curve": curve, "seconds": seconds, "state": state}, tmp)
-        os.replace(tmp, ckpt)
+        atomic_write(ckpt, lambda p: torch.save({"model": model.state_dict(), "opt": opt.state_dict(),
+            "sched": sched.state_dict(), "generator": g.get_state(), "step": step, "curve": curve, "seconds": seconds,
+            "state": state}, p))
 
     model.train()
     t0, stretch, stretch_times = time.perf_counter(), time.perf_counter(), []

@@ -22,6 +22,8 @@ from pathlib import Path
 
 import torch
 
+from annotated_transformer.checkpoint import atomic_write
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).parent))
 from copy_task import machine, slug  # noqa: E402
@@ -76,7 +78,7 @@ def main() -> int:
         doc["passed"] = sum(r["passed"] for r in doc["results"])
         doc["failed"] = [r["notebook"] for r in doc["results"] if not r["passed"]]
         doc["wall_seconds"] = round(time.perf_counter() - start, 1)
-        tmp = out.with_suffix(".tmp"); tmp.write_text(json.dumps(doc, indent=1) + "\n"); tmp.replace(out)
+        atomic_write(out, lambda p: p.write_text(json.dumps(doc, indent=1) + "\n"))
 
     def task(nb: Path):
         left = None if a.budget is None else a.budget - (time.perf_counter() - start)

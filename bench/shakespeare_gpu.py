@@ -23,6 +23,8 @@ from pathlib import Path
 
 import torch
 
+from annotated_transformer.checkpoint import atomic_write
+
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(Path(__file__).parent))
 from copy_task import machine, slug  # noqa: E402
@@ -98,7 +100,7 @@ def main() -> int:
     except (OSError, ValueError, KeyError) as e:
         doc["error"] = f"{type(e).__name__}: {e}"
     out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_suffix(".tmp"); tmp.write_text(json.dumps(doc, indent=1) + "\n"); tmp.replace(out)
+    atomic_write(out, lambda p: p.write_text(json.dumps(doc, indent=1) + "\n"))
     b = doc.get("best")
     print(f"rc {proc.returncode}, {wall:.0f} s in all; best validation loss "
           + (f"{b['loss']:.4f} at step {b['step']} ({b['elapsed_s']:.0f} s of training)" if b else "none")
