@@ -185,7 +185,7 @@ class LanguageModel(nn.Module):
         return self.decoder(self.embed(x, cached_length(cache)), None, cache=cache, is_causal=True)
 
     def new_cache(self, capacity: int = 0) -> list[dict]:
-        "An empty key/value cache, one dict per layer, with room for `capacity` positions (see `EncoderDecoder.new_cache`)."
+        "An empty key/value cache per layer, preallocated for `capacity` positions (appendix 9b's, tested equal to chapter 7's)."
         return empty_cache(len(self.decoder.layers), capacity)
 
 def make_language_model(vocab: int, N: int = 4, d_model: int = 128, d_ff: int = 512, h: int = 4,

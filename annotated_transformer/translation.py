@@ -60,7 +60,7 @@ class Multi30kSettings:
 class Multi30k(Multi30kSettings):
     "German -> English on Multi30k: one BPE vocabulary, tied embeddings, label smoothing, token-budget batches, BLEU."
     def read_pairs(self) -> None:
-        "Read the training pairs (the first `max_train_pairs`, when set) and the validation pairs; a resumed run calls it alone."
+        "Read the training pairs (the first `max_train_pairs`, when set) and the validation pairs."
         pairs = load_multi30k("train", self.data_dir)
         self.train_pairs = pairs[: self.max_train_pairs] if self.max_train_pairs else pairs
         self.eval_pairs = load_multi30k("val", self.data_dir)
