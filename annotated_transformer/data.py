@@ -381,6 +381,8 @@ def write_synthetic_multi30k(folder: str | os.PathLike, n_train: int = 400, n_ev
 # %% ../nbs/9e_data_plumbing.ipynb #0ac2a699
 #: the stored results that the chapters show (`bench/results/` of the repository), pinned by sha256
 RESULT_FILES = {
+    "shakespeare_run_seed1-amd-epyc-2cores.json": "39cd16c8227da5196e42db19a26f0fba77ca439cddb52e477f2463516fe2b844",
+    "shakespeare_run_seed2-amd-epyc-2cores.json": "bf5298687185709ee332db8232e0c2ab402470e33d112e5ac47f6028bc5e7e63",
     "hf_loaders_cuda-nvidia-h100-80gb-hbm3.json": "b7b0b699f995023d3b5aeb25fe46a22139f45a8b1f2dca0fbb0cbcaa990364e6",
     "shakespeare_gpu-nvidia-h100-80gb-hbm3.json": "0e5ac0da4647b672699449a436cc3b82b65b751bd0be1170e6981115297e9daf",
     "decode_vs_marian-nvidia-h100-80gb-hbm3.json": "4eb25d4bf6f4e0dd4414775464350d184392100e67a5679da7d8785b4d10852d",

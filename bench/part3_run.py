@@ -2,6 +2,8 @@
 
     python bench/part3_run.py imdb --data-dir ../shared/data/imdb            # appendix 9g (chapter 10): test accuracy
     python bench/part3_run.py shakespeare --data-dir ../shared/data/tinyshakespeare   # appendix 9h (chapter 11): validation loss
+    python bench/part3_run.py shakespeare --data-dir ../shared/data/tinyshakespeare --set seed=1 --tag seed1 --threads 1
+        # a repeat at another seed (chapter 11's mean over seeds), in runs/part3-shakespeare-seed1
 
 Training goes through the library's `train` (the same as `annotated-transformer train`), in `runs/part3-<task>`, with a
 checkpoint at every evaluation: a stopped run continues with `--resume`. At the end the script measures what the
@@ -22,6 +24,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 from copy_task import machine, slug   # noqa: E402
 
 from annotated_transformer.run import train, load_trained, TrainConfig   # noqa: E402
+from annotated_transformer.checkpoint import atomic_write   # noqa: E402
 
 RESULTS = Path(__file__).parent / "results"
 
@@ -107,8 +110,9 @@ def main() -> None:
     p.add_argument("--resume", action="store_true")
     p.add_argument("--set", action="append", default=[], metavar="KEY=VALUE")
     p.add_argument("--threads", type=int, default=None)
+    p.add_argument("--tag", default=None, help="a name for a repeat (e.g. seed1): the result is <task>_run_<tag>-<machine>.json")
     a = p.parse_args()
-    out = Path(a.out or f"runs/part3-{a.task}")
+    out = Path(a.out or f"runs/part3-{a.task}{'-' + a.tag if a.tag else ''}")
     extra = {}
     for kv in a.set:
         k, v = kv.split("=", 1)
@@ -127,8 +131,8 @@ def main() -> None:
               "task_settings": json.loads((out / "task.json").read_text()),
               "final": summary["metrics"], "curve": curve, **report}
     RESULTS.mkdir(exist_ok=True)
-    name = RESULTS / f"{a.task}_run-{slug(m, 'cpu')}.json"
-    name.write_text(json.dumps(result, indent=1) + "\n")
+    name = RESULTS / f"{a.task}_run{'_' + a.tag if a.tag else ''}-{slug(m, 'cpu')}.json"
+    atomic_write(name, lambda tmp: tmp.write_text(json.dumps(result, indent=1) + "\n"))
     head = {k: result[k] for k in ("train_seconds", "wall_seconds_to_trained", "steps")}
     print(json.dumps(head), json.dumps(result.get("test", result.get("val"))))
     print(f"wrote {name}")
