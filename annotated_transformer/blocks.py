@@ -152,8 +152,9 @@ from torch.utils.checkpoint import checkpoint
 
 # %% ../nbs/08_going_big.ipynb #e2b30692
 def _stack_forward(self, x: Tensor, *args, cache: list[dict] | None = None, **kwargs) -> Tensor:
-    """`Encoder.forward` and `Decoder.forward`: each layer in turn, then the final norm. While training with
-    `checkpoint_activations`, each layer keeps only its inputs; `cache`: one dict per layer (chapter 7), or None."""
+    """`Encoder.forward` and `Decoder.forward`: each layer in turn (the other arguments go to every layer), then the
+    final norm. While training with `checkpoint_activations`, each layer keeps only its inputs; `cache`: one dict per
+    layer (chapter 7), or None."""
     recompute = self.checkpoint_activations and self.training and torch.is_grad_enabled()
     for i, layer in enumerate(self.layers):
         if cache is not None:              # decoding: never recomputed (it would fill the cache twice)
