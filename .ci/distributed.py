@@ -54,8 +54,7 @@ def worker(argv: list[str]) -> None:
             for f in ("weights.safetensors", "optimizer.safetensors"):
                 x, y = load_file(Path(a.dump) / f), load_file(Path(a.compare) / f)
                 assert x.keys() == y.keys() and all(torch.equal(x[k], y[k]) for k in x), f"{f} differs"
-        if world > 1: dist.destroy_process_group()
-        return
+        _exit(world)
     for step in range(start, a.steps):
         if a.kill_step == step and restart == 0 and rank == 0: os.kill(os.getpid(), signal.SIGKILL)
         b = next(copy_task_batches(32, 8, 1, seq_len=12, generator=torch.Generator().manual_seed(step)))
@@ -68,7 +67,16 @@ def worker(argv: list[str]) -> None:
             if a.dump and step + 1 == a.steps // 2: S._gather_for_check(Path(a.dump) / "mid", model, opt, rank)
     if a.dump: S._gather_for_check(Path(a.dump), model, opt, rank)
     if rank == 0 and a.out: print("units", [u.name for u in checkpoint_units(a.out)], flush=True)
+    _exit(world)
+
+
+def _exit(world: int) -> None:
+    """Leave the process group, then exit at once: on some machines a worker that ran gloo aborts in the interpreter's
+    teardown ("terminate called without an active exception", exit -6) after its work is done and written."""
+    import torch.distributed as dist
     if world > 1: dist.destroy_process_group()
+    sys.stdout.flush(); sys.stderr.flush()
+    os._exit(0)
 
 
 def free_port() -> int:
@@ -127,7 +135,11 @@ def main(with_cli: bool = True) -> None:
              for i in range(2)]
     for n in nodes:
         _, err = n.communicate(timeout=300)
-        if n.returncode != 0: raise SystemExit(f"FAILED: two-node rendezvous\n{err[-4000:]}")
+        # torchrun's race at the end: the agent that hosts the rendezvous store may exit before the other agent's
+        # next poll of it (`num_nodes_waiting`), which then fails though its workers finished; the dumps compared
+        # below decide whether the two nodes trained right
+        if n.returncode != 0 and not ("RendezvousConnectionError" in err and "num_nodes_waiting" in err):
+            raise SystemExit(f"FAILED: two-node rendezvous\n{err[-4000:]}")
     launch(["--dump", str(tmp / "standalone")], procs=2)
     same_files(tmp / "nodes", tmp / "standalone", "two nodes vs standalone")
     ok("two torchrun nodes (c10d rendezvous on 127.0.0.1) train exactly like --standalone --nproc-per-node 2")
