@@ -18,7 +18,7 @@ from .attention import MultiHeadedAttention
 from .blocks import (PositionwiseFeedForward, EncoderLayer, Encoder, DecoderLayer, Decoder)
 
 # %% auto #0
-__all__ = ['InputEmbedding', 'Generator', 'EncoderDecoder', 'init_weights', 'make_model', 'count_parameters', 'cached_length', 'Classifier', 'make_classifier', 'LanguageModel', 'make_language_model', 'model_from_config', 'empty_cache', 'select_cache_rows']
+__all__ = ['InputEmbedding', 'Generator', 'EncoderDecoder', 'init_weights', 'make_model', 'count_parameters', 'cached_length', 'Classifier', 'make_classifier', 'LanguageModel', 'make_language_model', 'model_from_config', 'empty_cache', 'select_cache_rows', 'make_language_model']
 
 # %% ../nbs/05_model.ipynb #9abd3a06
 class InputEmbedding(nn.Module):
@@ -190,20 +190,18 @@ class LanguageModel(nn.Module):
 
 def make_language_model(vocab: int, N: int = 4, d_model: int = 128, d_ff: int = 512, h: int = 4,
                         dropout: float = 0.0, *, context: int = 256, norm_first: bool = True,
-                        positional: str = "sinusoidal", tie_embeddings: bool = False,
-                        embed_init: str = "normal") -> LanguageModel:
+                        tie_embeddings: bool = False) -> LanguageModel:
     """A decoder-only language model: `N` causal `EncoderLayer`s (pre-norm by default, as GPT-2), the generator on
-    top, optionally tied to the embedding. `context`: the longest sequence it reads (its training window)."""
-    config = dict(kind="language_model", src_vocab=vocab, tgt_vocab=vocab, N=N, d_model=d_model, d_ff=d_ff, h=h,
-                  dropout=dropout, context=context, norm_first=norm_first, positional=positional,
-                  tie_embeddings=tie_embeddings, embed_init=embed_init)
+    top, optionally tied to the embedding. `context`: the longest sequence it reads (its training window); `generate`
+    reads it and the vocabulary from `model.config`, the record of these arguments."""
     layer = EncoderLayer(d_model, MultiHeadedAttention(h, d_model, dropout), PositionwiseFeedForward(d_model, d_ff, dropout),
                          dropout, norm_first)
-    model = LanguageModel(InputEmbedding(Embeddings(d_model, vocab), _position(positional, d_model, dropout, context)),
+    model = LanguageModel(InputEmbedding(Embeddings(d_model, vocab), PositionalEncoding(d_model, dropout, context)),
                           Encoder(layer, N), Generator(d_model, vocab))
-    init_weights(model, [model.embed.embed.lut], d_model, embed_init)
+    init_weights(model, [model.embed.embed.lut], d_model)
     if tie_embeddings: model.generator.proj.weight = model.embed.embed.lut.weight
-    model.config = config
+    model.config = dict(kind="language_model", src_vocab=vocab, tgt_vocab=vocab, N=N, d_model=d_model, d_ff=d_ff, h=h,
+                        dropout=dropout, context=context, norm_first=norm_first, tie_embeddings=tie_embeddings)
     return model
 
 # %% ../nbs/91_tasks.ipynb #c91mk02
@@ -305,3 +303,24 @@ def _make_classifier(vocab: int, n_classes: int = 2, N: int = 2, d_model: int = 
 _make_classifier.teaching = _teaching_make_classifier
 make_classifier = _make_classifier
 Classifier.config = {}   # a classifier built by hand has an empty config; builders assign a new dict
+
+# %% ../nbs/9h_language_model_runs.ipynb #c9hmk02
+_teaching_make_language_model = getattr(make_language_model, "teaching", make_language_model)   # chapter 11's function
+
+def _make_language_model(vocab: int, N: int = 4, d_model: int = 128, d_ff: int = 512, h: int = 4,
+                         dropout: float = 0.0, *, context: int = 256, norm_first: bool = True,
+                         tie_embeddings: bool = False, positional: str = "sinusoidal",
+                         embed_init: str = "normal") -> LanguageModel:
+    """Chapter 11's `make_language_model` with `make_model`'s `positional` ("sinusoidal" | "learned") and `embed_init`
+    ("normal" | "xavier"), both recorded in `model.config`; with the defaults, chapter 11's model drawn alike."""
+    position = _position(positional, d_model, dropout, context)                 # checks `positional` before drawing
+    model = _teaching_make_language_model(vocab, N, d_model, d_ff, h, dropout, context=context, norm_first=norm_first,
+                                          tie_embeddings=tie_embeddings)
+    if (positional, embed_init) != ("sinusoidal", "normal"):   # drawn again, as make_model draws these options
+        model.embed.position = position
+        init_weights(model, [model.embed.embed.lut], d_model, embed_init)
+    model.config = {**model.config, "positional": positional, "embed_init": embed_init}
+    return model
+
+_make_language_model.teaching = _teaching_make_language_model
+make_language_model = _make_language_model

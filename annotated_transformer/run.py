@@ -155,7 +155,7 @@ def autocast_context(device_type: str, precision: str = "fp32"):
     if precision == "fp32": return nullcontext()
     return torch.autocast(device_type, dtype=PRECISIONS[precision])
 
-def micro_step(model: nn.Module, batch: Batch, criterion: nn.Module, total: int, *, precision: str = "fp32",
+def micro_step(model: nn.Module, batch: Batch, criterion: nn.Module, total: int | Tensor, *, precision: str = "fp32",
                scaler: torch.amp.GradScaler | None = None, sync: bool = True) -> Tensor:
     """Forward and backward on one micro-batch whose loss counts `1 / total` of the step's; returns the detached
     summed loss, on the device. `sync=False` skips DDP's gradient all-reduce (`no_sync`)."""
@@ -171,18 +171,23 @@ def micro_step(model: nn.Module, batch: Batch, criterion: nn.Module, total: int,
 # %% ../nbs/92_run.ipynb #a842ab8d
 def train_step(model: nn.Module, batches: list[Batch], criterion: nn.Module, optimizer: torch.optim.Optimizer,
                scheduler=None, clip_norm: float | None = None, *, precision: str = "fp32",
-               scaler: torch.amp.GradScaler | None = None, return_norm: bool = False):
+               scaler: torch.amp.GradScaler | None = None, return_norm: bool = False, world: int = 1):
     """Chapter 6's `train_step` (one optimizer step over the micro-batches `batches`, returning the summed loss on the
-    device and the target tokens), with the gradient norm if `return_norm`, `precision` ("fp32", "bf16", "fp16";
-    fp16 needs a `GradScaler` in `scaler`) and DDP's all-reduce on the last micro-batch only."""
+    device and this process's target tokens), with the gradient norm if `return_norm`, `precision` ("fp32", "bf16",
+    "fp16"; fp16 needs a `GradScaler` in `scaler`) and DDP's all-reduce on the last micro-batch only. `world`: the
+    processes over which DDP or FSDP averages the gradients; each divides its loss by their mean target tokens."""
     total = sum(b.ntokens for b in batches)             # ints counted on the CPU when the batches were built
     if total == 0: raise ValueError("these batches hold no target tokens (all padding); nothing to learn from.")
+    denom = total
+    if world > 1:                                       # the mean over processes of each one's tokens, on the device:
+        denom = torch.tensor(float(total), device=batches[0].src.device)   # one all-reduce of a number, no read-back
+        dist.all_reduce(denom); denom /= world
     autocast_context(batches[0].src.device.type, precision)   # validates the precision before any work
     if precision == "fp16" and scaler is None:
         raise ValueError("precision='fp16' needs loss scaling: pass scaler=torch.amp.GradScaler('cuda').")
     loss_sum = None
     for i, b in enumerate(batches):
-        loss = micro_step(model, b, criterion, total, precision=precision, scaler=scaler, sync=i == len(batches) - 1)
+        loss = micro_step(model, b, criterion, denom, precision=precision, scaler=scaler, sync=i == len(batches) - 1)
         loss_sum = loss if loss_sum is None else loss_sum + loss
     if scaler is not None: scaler.unscale_(optimizer)   # true gradients before clipping
     norm = None
@@ -553,8 +558,8 @@ def _train(cfg: TrainConfig, task, device: torch.device, out: Path, rank: int, w
                     group.append(b.to(device))
                 log_now = (state.step + 1) % log_every == 0
                 lr = opt.param_groups[0]["lr"]                         # the rate this step uses
-                loss, ntokens, *norm = train_step(train_model, group, crit, opt, sched, cfg.clip_norm,
-                                                  precision=cfg.precision, scaler=scaler, return_norm=log_now)
+                loss, ntokens, *norm = train_step(train_model, group, crit, opt, sched, cfg.clip_norm, precision=cfg.precision,
+                                                  scaler=scaler, return_norm=log_now, world=world)
                 if state.step == start_step and cfg.compile: log(f"torch.compile: first step {elapsed() - seconds_before:.1f} s")
                 state.step += 1; state.micro_step += len(group); state.tokens += ntokens
                 run_loss = loss if run_loss is None else run_loss + loss

@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 import sys
-import time
+from collections.abc import Callable
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -109,14 +109,6 @@ def join_process_group(backend: str | None = None, timeout: timedelta = timedelt
     return dist.get_rank(), dist.get_world_size()
 
 # %% ../nbs/08_sharding.ipynb #9c6f3425
-def _peak_rss_mib(reset: bool = False) -> float | None:
-    "This process's peak resident memory in MiB since the last `reset` (Linux: VmHWM; elsewhere None)."
-    try:
-        if reset: Path("/proc/self/clear_refs").write_text("5")   # restart the peak count from the current size
-        return next(int(l.split()[1]) / 1024 for l in Path("/proc/self/status").read_text().splitlines()
-                    if l.startswith("VmHWM"))
-    except (OSError, StopIteration): return None
-
 def _gather_for_check(out: Path, model: nn.Module, opt: torch.optim.Optimizer, rank: int) -> None:
     "Rank 0 writes the whole weights and Adam's moments (every rank takes part in gathering them)."
     from safetensors.torch import save_file
@@ -128,25 +120,17 @@ def _gather_for_check(out: Path, model: nn.Module, opt: torch.optim.Optimizer, r
         save_file({f"{k}.{m}": s[m] for k, s in moments["state"].items() for m in ("exp_avg", "exp_avg_sq")},
                   str(out / "optimizer.safetensors"))
 
-class _Meter:
-    "For the benchmark: steps/s after the first step (allocations) and this process's peak resident memory."
-    def __init__(self): self.rss0, self.start, self.steps = _peak_rss_mib(reset=True), time.perf_counter(), 0
-    def tick(self, step: int) -> None:
-        if step == 0: self.start = time.perf_counter()
-        self.steps = step
-    def record(self) -> dict:
-        return {"steps_per_s": self.steps / (time.perf_counter() - self.start), "rss_at_start_mib": self.rss0,
-                "peak_rss_mib": _peak_rss_mib()}
 
 # %% ../nbs/08_sharding.ipynb #b0d9f0de
 def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: int = 8, save: str | None = None,
                seq_len: int = 12, vocab: int = 32, N: int = 2, d_model: int = 64, d_ff: int = 128, h: int = 4,
-               lr: float = 1e-3, eps: float = 1e-8) -> dict:
+               lr: float = 1e-3, eps: float = 1e-8, on_step: Callable[[int], None] | None = None) -> dict:
     """Train a small copy-task model for `steps` Adam steps on fixed global batches of `batch_size` sequences, in one
     process (`mode="single"`) or, under `torchrun`, each of P ranks on its `batch_size / P` rows (`"ddp"`, `"fsdp"`).
     Writes `out/rank<r>.json` (the batch's loss per token at each step, this rank's bytes of state before the last
-    step, `_Meter`'s record; returned too); rank 0 gathers weights and Adam's moments into `out/*.safetensors`.
-    `save`: a folder for `save_shards`' `step_<k>` after each step; a run resumes from its newest whole one."""
+    step; returned too); rank 0 gathers weights and Adam's moments into `out/*.safetensors`. `save`: a folder for
+    `save_shards`' `step_<k>` after each step; a run resumes from its newest whole one. `on_step(k)`: called after k
+    steps of this run, k = 0 included (a benchmark's clock)."""
     from annotated_transformer.training import Batch, LabelSmoothing, copy_task_batches
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     rank, world = join_process_group("gloo") if mode != "single" else (0, 1)
@@ -160,7 +144,8 @@ def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: 
     rows = slice(rank * batch_size // world, (rank + 1) * batch_size // world)   # this rank's part of each batch
     start, done = 0, sorted(Path(save).glob("step_*/.metadata"), key=lambda m: int(m.parent.name[5:])) if save else []
     if done: load_shards(done[-1].parent, model, opt); start = int(done[-1].parent.name[5:]) + 1   # resume
-    losses, meter = [], _Meter()                           # the training's peak, not the model's construction
+    losses = []
+    if on_step: on_step(0)
     for step in range(start, steps):
         b = next(copy_task_batches(vocab, batch_size, 1, seq_len=seq_len, generator=torch.Generator().manual_seed(step)))
         part = Batch(b.src[rows], torch.cat([b.src[rows, :1], b.tgt_y[rows]], 1))
@@ -171,9 +156,9 @@ def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: 
         total = torch.stack([loss.detach().float(), torch.tensor(float(n))])
         if world > 1: dist.all_reduce(total)              # the whole batch's loss per token
         losses.append(float(total[0] / total[1]))
-        meter.tick(step - start)
         if save: save_shards(Path(save) / f"step_{step}", model, opt)
-    rec = {"mode": mode, "world": world, "rank": rank, "start": start, "losses": losses, "bytes": held, **meter.record()}
+        if on_step: on_step(step - start + 1)
+    rec = {"mode": mode, "world": world, "rank": rank, "start": start, "losses": losses, "bytes": held}
     _gather_for_check(out, model, opt, rank)
     (out / f"rank{rank}.json").write_text(json.dumps(rec) + "\n", encoding="utf-8")
     if world > 1: dist.destroy_process_group()

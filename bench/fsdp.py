@@ -21,10 +21,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from copy_task import load, machine, slug  # noqa: E402
+from annotated_transformer.checkpoint import atomic_write  # noqa: E402
 
 MODEL = dict(vocab=8000, N=2, d_model=512, d_ff=2048, h=8, seq_len=32)   # big enough that the state matters
 PROCS = {"single": 1, "ddp": 2, "fsdp": 2}
@@ -34,21 +36,49 @@ SWEEP = [("baseline", 1), ("fsdp", 1), ("baseline", 2), ("fsdp", 2), ("ddp", 2),
          ("ddp", 4)]
 
 
-def worker(out: str, mode: str, steps: int, batch: int, layers: int, vocab: int) -> None:
+def _peak_rss_mib(reset: bool = False) -> float | None:
+    "This process's peak resident memory in MiB since the last `reset` (Linux: VmHWM; elsewhere None)."
+    try:
+        if reset: Path("/proc/self/clear_refs").write_text("5")   # restart the peak count from the current size
+        return next(int(l.split()[1]) / 1024 for l in Path("/proc/self/status").read_text().splitlines()
+                    if l.startswith("VmHWM"))
+    except (OSError, StopIteration): return None
+
+
+class Meter:
+    """`demo_train`'s `on_step`: steps/s after the first step (allocations), the resident memory when training starts
+    (after the model is built) and its peak while training."""
+    def __call__(self, k: int) -> None:
+        if k == 0: self.rss0 = _peak_rss_mib(reset=True)      # the training's peak, not the model's construction
+        if k == 1: self.start = time.perf_counter()
+        self.steps = k - 1
+    def record(self) -> dict:
+        return {"steps_per_s": self.steps / (time.perf_counter() - self.start), "rss_at_start_mib": self.rss0,
+                "peak_rss_mib": _peak_rss_mib()}
+
+
+def measured(out: str, mode: str, steps: int, batch: int, **model) -> None:
+    "`demo_train` with a `Meter`, whose record is added to this rank's `rank<r>.json`."
     from annotated_transformer.sharding import demo_train
-    demo_train(out, mode, steps, batch, **{**MODEL, "N": layers, "vocab": vocab})
+    meter = Meter()
+    rec = {**demo_train(out, mode, steps, batch, on_step=meter, **model), **meter.record()}
+    atomic_write(Path(out) / f"rank{rec['rank']}.json", lambda p: p.write_text(json.dumps(rec) + "\n"))
+
+
+def worker(out: str, mode: str, steps: int, batch: int, layers: int, vocab: int) -> None:
+    measured(out, mode, steps, batch, **{**MODEL, "N": layers, "vocab": vocab})
 
 
 def sweep_worker(out: str, mode: str) -> None:
     "One rank of the sweep: `demo_train` on the wide model, or (`baseline`) the process and gloo group without a model."
     from annotated_transformer import sharding as S
     if mode != "baseline":
-        S.demo_train(out, mode, SWEEP_STEPS, SWEEP_BATCH, **SWEEP_MODEL)
+        measured(out, mode, SWEEP_STEPS, SWEEP_BATCH, **SWEEP_MODEL)
         return
     import torch, torch.distributed as dist
     rank, world = S.join_process_group("gloo")
     t = torch.ones(1024); dist.all_reduce(t); dist.barrier()
-    rec = {"mode": mode, "world": world, "rank": rank, "peak_rss_mib": S._peak_rss_mib()}
+    rec = {"mode": mode, "world": world, "rank": rank, "peak_rss_mib": _peak_rss_mib()}
     Path(out).mkdir(parents=True, exist_ok=True)
     (Path(out) / f"rank{rank}.json").write_text(json.dumps(rec) + "\n")
     dist.destroy_process_group()
@@ -82,7 +112,7 @@ def sweep(rounds: int) -> None:
     res = {"benchmark": "fsdp-sweep", "machine": m, "load_before": load_before, "load_after": load(),
            "model": SWEEP_MODEL, "global_batch": SWEEP_BATCH, "steps": SWEEP_STEPS, "rounds": rounds, "runs": runs}
     out = Path(__file__).parent / "results" / f"fsdp-{slug(m, 'cpu')}-sweep.json"
-    out.write_text(json.dumps(res, indent=1) + "\n")
+    atomic_write(out, lambda t: t.write_text(json.dumps(res, indent=1) + "\n"))
     print(f"wrote {out}")
 
 
@@ -111,7 +141,7 @@ def main() -> None:
            "global_batch": a.batch, "steps": a.steps, "rounds": a.rounds, "summary": summary, "runs": runs}
     tag = "" if model == MODEL else f"-N{a.layers}-vocab{a.vocab}"
     out = Path(__file__).parent / "results" / f"fsdp-{slug(m, 'cpu')}{tag}.json"
-    out.write_text(json.dumps(res, indent=1) + "\n")
+    atomic_write(out, lambda t: t.write_text(json.dumps(res, indent=1) + "\n"))
     print("| variant | steps/s | peak RSS per rank (MiB) | its growth while training (MiB) "
           "| params + grads + Adam per rank (MiB) |\n|---|---|---|---|---|")
     for k, s in summary.items():
