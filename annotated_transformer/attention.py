@@ -67,6 +67,7 @@ def attend(q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None, dropout:
     weights (b, h, t_q, t_k) or None)`. The fused kernel, or the explicit `attention` when `keep_weights`. `mask`:
     bool `(b, 1 or t_q, t_k)`, the same for every head; or `is_causal=True` in its place."""
     if is_causal and mask is not None: raise ValueError("pass a mask or is_causal=True, not both.")
+    if is_causal and q.size(2) != k.size(2): raise ValueError("is_causal=True needs as many queries as keys; pass a mask.")
     check_mask(mask, q.size(0), q.size(2), k.size(2), q.device)
     m = None if mask is None else mask.unsqueeze(1)                  # (b, 1, t_q|1, t_k): broadcast over the heads
     p = dropout.p if dropout is not None and dropout.training else 0.0

@@ -51,13 +51,11 @@ def new_cache(model: EncoderDecoder) -> list[dict]:
 # %% ../nbs/07_decoding.ipynb #669a350d
 @torch.no_grad()
 def cached_greedy_decode(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len: int, start_symbol: int,
-                         end_symbol: int | None = None, *, pad_symbol: int | None = None,
-                         pick: Callable[[Tensor], Tensor] | None = None) -> Tensor:
+                         end_symbol: int | None = None, *, pick: Callable[[Tensor], Tensor] | None = None) -> Tensor:
     """Chapter 6's `greedy_decode` with a key/value cache: each step feeds only the newest token `(batch, 1)`.
     `pick` chooses the next token from the log-probabilities `(batch, V)` (default: the most likely)."""
     if max_len < 1: raise ValueError(f"max_len must be >= 1 (it counts the start symbol), got {max_len}.")
     memory, cache = model.encode(src, src_mask), new_cache(model)        # (batch, src_len, d_model)
-    fill = end_symbol if pad_symbol is None else pad_symbol               # what a row emits after its end symbol
     ys = torch.full((src.size(0), 1), start_symbol, dtype=torch.long, device=src.device)   # (batch, 1)
     done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)  # rows that produced the end symbol
     for _ in range(max_len - 1):
@@ -65,7 +63,7 @@ def cached_greedy_decode(model: EncoderDecoder, src: Tensor, src_mask: Tensor | 
         logp = model.generator(out[:, -1])                                # (batch, V)
         next_word = logp.argmax(dim=-1) if pick is None else pick(logp)   # (batch,)
         if end_symbol is not None:
-            next_word = next_word.masked_fill(done, fill); done = done | (next_word == end_symbol)
+            next_word = next_word.masked_fill(done, end_symbol); done = done | (next_word == end_symbol)   # ended: repeats it
         ys = torch.cat([ys, next_word[:, None]], dim=1)                   # (batch, t + 1)
         if bool(done.all()): break
     return ys
@@ -129,17 +127,17 @@ def pick_next(logp: Tensor, temperature: float = 1.0, top_k: int | None = None,
 @torch.no_grad()
 def sample(model: EncoderDecoder, src: Tensor, src_mask: Tensor | None, max_len: int, start_symbol: int,
            end_symbol: int | None = None, *, temperature: float = 1.0, top_k: int | None = None,
-           pad_symbol: int | None = None, generator: torch.Generator | None = None) -> Tensor:
+           generator: torch.Generator | None = None) -> Tensor:
     """Random decoding of a batch, with the key/value cache: each token is drawn from the model's distribution with
     its log-probabilities divided by `temperature`, restricted to the `top_k` most likely tokens (all when None; ties
     with the k-th are kept).
-    Returns `(batch, length)` ids like `cached_greedy_decode` (start symbol first, `pad_symbol`, default `end_symbol`, after
+    Returns `(batch, length)` ids like `cached_greedy_decode` (start symbol first, `end_symbol` repeated after
     the end). `generator` (on the model's device) makes the draws reproducible; `top_k=1` is greedy decoding."""
     if max_len < 1: raise ValueError(f"max_len must be >= 1 (it counts the start symbol), got {max_len}.")
     check_sampling(temperature, top_k)
     draw = lambda logp: pick_next(logp, temperature, top_k, generator)     # (batch, V) -> (batch,)
     # the cached greedy loop: only the choice of the next token differs
-    return cached_greedy_decode(model, src, src_mask, max_len, start_symbol, end_symbol, pad_symbol=pad_symbol, pick=draw)
+    return cached_greedy_decode(model, src, src_mask, max_len, start_symbol, end_symbol, pick=draw)
 
 # %% ../nbs/9b_fast_decoding.ipynb #9d36e149
 from .embeddings import id_checks_off

@@ -116,7 +116,7 @@ def translate(model: EncoderDecoder, tokenizer: Tokenizer, sentences: Sequence[s
             limit = max_len if max_len is not None else src.size(1) + 50
             if limit > (table := model.config.get("max_len", limit)):                            # positions it knows
                 raise ValueError(f"max_len={limit} is beyond the model's positional table of {table}; ask for at most {table}.")
-            if beam == 1: ys = cached_greedy_decode(model, src, src_mask, limit, BOS, EOS, pad_symbol=PAD).cpu()  # (b, <= limit)
+            if beam == 1: ys = cached_greedy_decode(model, src, src_mask, limit, BOS, EOS).cpu()  # (b, <= limit)
             else: ys = [beam_search_one(model, s[s != PAD][None], max_len or int((s != PAD).sum()) + 50, BOS, EOS,
                                         beam, length_penalty)[0] for s in src]                     # one source (1, S) at a time
             out += decode_batch(tokenizer, ys)
