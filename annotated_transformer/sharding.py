@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import os
 import sys
-from collections.abc import Callable
 from contextlib import contextmanager
 from datetime import timedelta
 from pathlib import Path
@@ -124,13 +123,12 @@ def _gather_for_check(out: Path, model: nn.Module, opt: torch.optim.Optimizer, r
 # %% ../nbs/08_sharding.ipynb #b0d9f0de
 def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: int = 8, save: str | None = None,
                seq_len: int = 12, vocab: int = 32, N: int = 2, d_model: int = 64, d_ff: int = 128, h: int = 4,
-               lr: float = 1e-3, eps: float = 1e-8, on_step: Callable[[int], None] | None = None) -> dict:
+               lr: float = 1e-3, eps: float = 1e-8) -> dict:
     """Train a small copy-task model for `steps` Adam steps on fixed global batches of `batch_size` sequences, in one
     process (`mode="single"`) or, under `torchrun`, each of P ranks on its `batch_size / P` rows (`"ddp"`, `"fsdp"`).
     Writes `out/rank<r>.json` (the batch's loss per token at each step, this rank's bytes of state before the last
     step; returned too); rank 0 gathers weights and Adam's moments into `out/*.safetensors`. `save`: a folder for
-    `save_shards`' `step_<k>` after each step; a run resumes from its newest whole one. `on_step(k)`: called after k
-    steps of this run, k = 0 included (a benchmark's clock)."""
+    `save_shards`' `step_<k>` after each step; a run resumes from its newest whole one."""
     from annotated_transformer.training import Batch, LabelSmoothing, copy_task_batches
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     rank, world = join_process_group("gloo") if mode != "single" else (0, 1)
@@ -145,7 +143,6 @@ def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: 
     start, done = 0, sorted(Path(save).glob("step_*/.metadata"), key=lambda m: int(m.parent.name[5:])) if save else []
     if done: load_shards(done[-1].parent, model, opt); start = int(done[-1].parent.name[5:]) + 1   # resume
     losses = []
-    if on_step: on_step(0)
     for step in range(start, steps):
         b = next(copy_task_batches(vocab, batch_size, 1, seq_len=seq_len, generator=torch.Generator().manual_seed(step)))
         part = Batch(b.src[rows], torch.cat([b.src[rows, :1], b.tgt_y[rows]], 1))
@@ -157,7 +154,6 @@ def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: 
         if world > 1: dist.all_reduce(total)              # the whole batch's loss per token
         losses.append(float(total[0] / total[1]))
         if save: save_shards(Path(save) / f"step_{step}", model, opt)
-        if on_step: on_step(step - start + 1)
     rec = {"mode": mode, "world": world, "rank": rank, "start": start, "losses": losses, "bytes": held}
     _gather_for_check(out, model, opt, rank)
     (out / f"rank{rank}.json").write_text(json.dumps(rec) + "\n", encoding="utf-8")

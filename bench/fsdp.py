@@ -26,6 +26,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
 from copy_task import load, machine, slug  # noqa: E402
+from torch.nn.modules.module import register_module_forward_pre_hook  # noqa: E402
+from torch.optim.optimizer import register_optimizer_step_post_hook  # noqa: E402
+
 from annotated_transformer.checkpoint import atomic_write  # noqa: E402
 
 MODEL = dict(vocab=8000, N=2, d_model=512, d_ff=2048, h=8, seq_len=32)   # big enough that the state matters
@@ -46,22 +49,32 @@ def _peak_rss_mib(reset: bool = False) -> float | None:
 
 
 class Meter:
-    """`demo_train`'s `on_step`: steps/s after the first step (allocations), the resident memory when training starts
-    (after the model is built) and its peak while training."""
-    def __call__(self, k: int) -> None:
-        if k == 0: self.rss0 = _peak_rss_mib(reset=True)      # the training's peak, not the model's construction
-        if k == 1: self.start = time.perf_counter()
-        self.steps = k - 1
+    """Steps/s after the first optimizer step (allocations), the resident memory when the first forward pass starts (the
+    model built) and its peak up to the last optimizer step: read through global hooks, so `demo_train` knows nothing of it."""
+    def __init__(self):
+        self.rss0 = self.start = self.end = self.peak = None
+        self.steps = 0
+        self.hooks = [register_module_forward_pre_hook(self._first_forward), register_optimizer_step_post_hook(self._step)]
+
+    def _first_forward(self, module, args) -> None:
+        self.rss0 = _peak_rss_mib(reset=True)                    # the training's peak, not the model's construction
+        self.hooks.pop(0).remove()
+
+    def _step(self, optimizer, args, kwargs) -> None:
+        if self.start is None: self.start = time.perf_counter()
+        else: self.steps += 1
+        self.end, self.peak = time.perf_counter(), _peak_rss_mib()
+
     def record(self) -> dict:
-        return {"steps_per_s": self.steps / (time.perf_counter() - self.start), "rss_at_start_mib": self.rss0,
-                "peak_rss_mib": _peak_rss_mib()}
+        for h in self.hooks: h.remove()
+        return {"steps_per_s": self.steps / (self.end - self.start), "rss_at_start_mib": self.rss0, "peak_rss_mib": self.peak}
 
 
 def measured(out: str, mode: str, steps: int, batch: int, **model) -> None:
-    "`demo_train` with a `Meter`, whose record is added to this rank's `rank<r>.json`."
+    "`demo_train` under a `Meter`, whose record is added to this rank's `rank<r>.json`."
     from annotated_transformer.sharding import demo_train
     meter = Meter()
-    rec = {**demo_train(out, mode, steps, batch, on_step=meter, **model), **meter.record()}
+    rec = {**demo_train(out, mode, steps, batch, **model), **meter.record()}
     atomic_write(Path(out) / f"rank{rec['rank']}.json", lambda p: p.write_text(json.dumps(rec) + "\n"))
 
 
