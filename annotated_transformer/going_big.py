@@ -6,10 +6,9 @@ Docs: https://annotated-transformer.github.io/annotated-transformer/going_big.ht
 
 # %% ../nbs/08_going_big.ipynb #c0fc1992
 from __future__ import annotations
-
 from contextlib import nullcontext
-
 import torch
+import torch.distributed as dist
 from torch import nn, Tensor
 from torch.nn.parallel import DistributedDataParallel as DDP
 
@@ -31,15 +30,17 @@ def amp_train_step(model: nn.Module, batches: list[Batch], criterion: nn.Module,
                    dtype: torch.dtype | None = None, scaler: torch.amp.GradScaler | None = None) -> tuple[Tensor, int]:
     """One optimizer step over the micro-batches `batches`: forward passes under autocast in `dtype` (None: fp32),
     the loss scaled by `scaler` if one is given, and a DDP model's gradients all-reduced once, after the last
-    micro-batch. Returns the summed loss (a 0-d tensor) and the number of target tokens."""
+    micro-batch. Returns the summed loss (a 0-d tensor) and this process's number of target tokens."""
     total = sum(b.ntokens for b in batches)                        # the step's loss is the mean over all of them
+    n = torch.tensor(float(total), device=batches[0].src.device)
+    if isinstance(model, DDP): dist.all_reduce(n); n /= dist.get_world_size()   # DDP averages: the mean count
     loss_sum = 0.0
     for i, b in enumerate(batches):
         last = i == len(batches) - 1
         with nullcontext() if last or not isinstance(model, DDP) else model.no_sync():   # DDP: no all-reduce yet
             with torch.autocast(b.src.device.type, dtype=dtype, enabled=dtype is not None):   # products in dtype
                 loss = ddp_batch_loss(model, b, criterion)          # summed over the target tokens, in fp32
-            scaled = loss / total
+            scaled = loss / n
             (scaled if scaler is None else scaler.scale(scaled)).backward()   # times S: small gradients survive
         loss_sum = loss_sum + loss.detach()
     if scaler is None: optimizer.step()
@@ -50,15 +51,16 @@ def amp_train_step(model: nn.Module, batches: list[Batch], criterion: nn.Module,
     return loss_sum, total
 
 # %% ../nbs/08_going_big.ipynb #a3c3812c
-def precision_run(dtype: torch.dtype | None, seed: int, steps: int = 600, device=None,
-                  scaler: torch.amp.GradScaler | None = None) -> dict:
-    """Chapter 6's copy model and recipe trained for `steps` steps by `amp_train_step` in `dtype` (None: fp32).
-    Returns every step's loss per token, the fp32 loss per token on 1,000 fresh sequences and their exact match."""
+def precision_run(dtype: torch.dtype | None, seed: int, steps: int = 600, device=None) -> dict:
+    """Chapter 6's copy model and recipe trained for `steps` steps by `amp_train_step` in `dtype` (None: fp32; fp16
+    with a `GradScaler`)."""
+    "Returns every step's loss per token, the fp32 loss per token on 1,000 fresh sequences and their exact match."
     torch.manual_seed(seed)                                          # the weights
     model = make_model(11, 11, N=2, d_model=64, d_ff=256, h=4, dropout=0.0, norm_first=True).to(device)
     optimizer, schedule = noam_optimizer(model, 64, factor=0.35, warmup=50)
     criterion, losses = LabelSmoothing(11, padding_idx=0, smoothing=0.1).to(device), []
     batches = copy_task_batches(11, 128, generator=torch.Generator().manual_seed(seed), device=device)
+    scaler = torch.amp.GradScaler(torch.device(device or "cpu").type) if dtype == torch.float16 else None
     for _ in range(steps):
         loss, n = amp_train_step(model, [next(batches)], criterion, optimizer, dtype, scaler)
         schedule.step()

@@ -189,19 +189,17 @@ class LanguageModel(nn.Module):
         return empty_cache(len(self.decoder.layers), capacity)
 
 def make_language_model(vocab: int, N: int = 4, d_model: int = 128, d_ff: int = 512, h: int = 4,
-                        dropout: float = 0.0, *, context: int = 256, norm_first: bool = True,
-                        tie_embeddings: bool = False) -> LanguageModel:
+                        dropout: float = 0.0, *, context: int = 256, norm_first: bool = True) -> LanguageModel:
     """A decoder-only language model: `N` causal `EncoderLayer`s (pre-norm by default, as GPT-2), the generator on
-    top, optionally tied to the embedding. `context`: the longest sequence it reads (its training window); `generate`
-    reads it and the vocabulary from `model.config`, the record of these arguments."""
+    top. `context`: the longest sequence it reads (its training window); `generate` reads it and the vocabulary from
+    `model.config`, the record of these arguments."""
     layer = EncoderLayer(d_model, MultiHeadedAttention(h, d_model, dropout), PositionwiseFeedForward(d_model, d_ff, dropout),
                          dropout, norm_first)
     model = LanguageModel(InputEmbedding(Embeddings(d_model, vocab), PositionalEncoding(d_model, dropout, context)),
                           Encoder(layer, N), Generator(d_model, vocab))
     init_weights(model, [model.embed.embed.lut], d_model)
-    if tie_embeddings: model.generator.proj.weight = model.embed.embed.lut.weight
     model.config = dict(kind="language_model", src_vocab=vocab, tgt_vocab=vocab, N=N, d_model=d_model, d_ff=d_ff, h=h,
-                        dropout=dropout, context=context, norm_first=norm_first, tie_embeddings=tie_embeddings)
+                        dropout=dropout, context=context, norm_first=norm_first)
     return model
 
 # %% ../nbs/91_tasks.ipynb #c91mk02
@@ -311,15 +309,15 @@ def _make_language_model(vocab: int, N: int = 4, d_model: int = 128, d_ff: int =
                          dropout: float = 0.0, *, context: int = 256, norm_first: bool = True,
                          tie_embeddings: bool = False, positional: str = "sinusoidal",
                          embed_init: str = "normal") -> LanguageModel:
-    """Chapter 11's `make_language_model` with `make_model`'s `positional` ("sinusoidal" | "learned") and `embed_init`
-    ("normal" | "xavier"), both recorded in `model.config`; with the defaults, chapter 11's model drawn alike."""
+    """Chapter 11's `make_language_model` with `make_model`'s `tie_embeddings`, `positional` ("sinusoidal" | "learned")
+    and `embed_init` ("normal" | "xavier"), recorded in `model.config`; with the defaults, chapter 11's model drawn alike."""
     position = _position(positional, d_model, dropout, context)                 # checks `positional` before drawing
-    model = _teaching_make_language_model(vocab, N, d_model, d_ff, h, dropout, context=context, norm_first=norm_first,
-                                          tie_embeddings=tie_embeddings)
+    model = _teaching_make_language_model(vocab, N, d_model, d_ff, h, dropout, context=context, norm_first=norm_first)
     if (positional, embed_init) != ("sinusoidal", "normal"):   # drawn again, as make_model draws these options
         model.embed.position = position
         init_weights(model, [model.embed.embed.lut], d_model, embed_init)
-    model.config = {**model.config, "positional": positional, "embed_init": embed_init}
+    if tie_embeddings: model.generator.proj.weight = model.embed.embed.lut.weight   # after the draw, as make_model ties
+    model.config = {**model.config, "tie_embeddings": tie_embeddings, "positional": positional, "embed_init": embed_init}
     return model
 
 _make_language_model.teaching = _teaching_make_language_model

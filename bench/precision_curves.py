@@ -16,6 +16,7 @@ import argparse
 import json
 import sys
 import time
+from unittest import mock
 from pathlib import Path
 
 import torch
@@ -28,8 +29,9 @@ from annotated_transformer.training import PRECISIONS  # noqa: E402
 
 
 class RecordingScaler(torch.amp.GradScaler):
-    "A GradScaler that records its scale after every update."
-    def __init__(self, *args, **kwargs): super().__init__(*args, **kwargs); self.scales = []
+    "A GradScaler that records its scale after every update; the newest one made is `RecordingScaler.last`."
+    last = None
+    def __init__(self, *args, **kwargs): super().__init__(*args, **kwargs); self.scales = []; RecordingScaler.last = self
     def update(self, new_scale=None): super().update(new_scale); self.scales.append(self.get_scale())
 
 
@@ -37,9 +39,11 @@ def curve(precision: str, steps: int, device: str, seed: int = 0) -> dict:
     "Chapter 8's `precision_run` in one precision (`tf32`: fp32 tensors, TF32 matrix products), timed."
     tf32 = precision == "tf32"
     if device == "cuda": torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = tf32
-    scaler = RecordingScaler(device) if precision == "fp16" else None
+    RecordingScaler.last = None
     t0 = time.perf_counter()
-    run = precision_run(None if precision in ("fp32", "tf32") else PRECISIONS[precision], seed, steps, device, scaler)
+    with mock.patch.object(torch.amp, "GradScaler", RecordingScaler):   # precision_run makes fp16's scaler: ours
+        run = precision_run(None if precision in ("fp32", "tf32") else PRECISIONS[precision], seed, steps, device)
+    scaler = RecordingScaler.last
     seconds = time.perf_counter() - t0        # training and the final evaluation
     if device == "cuda": torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
     return {**run, "seconds": seconds, "final_scale": scaler.scales[-1] if scaler else None,
