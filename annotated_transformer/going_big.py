@@ -32,7 +32,7 @@ def amp_train_step(model: nn.Module, batches: list[Batch], criterion: nn.Module,
     the loss scaled by `scaler` if one is given, and a DDP model's gradients all-reduced once, after the last
     micro-batch. Returns the summed loss (a 0-d tensor) and this process's number of target tokens."""
     total = sum(b.ntokens for b in batches)                        # the step's loss is the mean over all of them
-    n = torch.tensor(float(total), device=batches[0].src.device)
+    n = torch.full((), float(total), device=batches[0].src.device)     # made on the device: no copy to wait for
     if isinstance(model, DDP): dist.all_reduce(n); n /= dist.get_world_size()   # DDP averages: the mean count
     loss_sum = 0.0
     for i, b in enumerate(batches):

@@ -179,8 +179,8 @@ def train_step(model: nn.Module, batches: list[Batch], criterion: nn.Module, opt
     total = sum(b.ntokens for b in batches)             # ints counted on the CPU when the batches were built
     if total == 0: raise ValueError("these batches hold no target tokens (all padding); nothing to learn from.")
     denom = total
-    if world > 1:                                       # the mean over processes of each one's tokens, on the device:
-        denom = torch.tensor(float(total), device=batches[0].src.device)   # one all-reduce of a number, no read-back
+    if world > 1:                                       # the mean over processes of their tokens: one all-reduce
+        denom = torch.full((), float(total), device=batches[0].src.device)   # a fill, not a copy: no wait on the GPU
         dist.all_reduce(denom); denom /= world
     autocast_context(batches[0].src.device.type, precision)   # validates the precision before any work
     if precision == "fp16" and scaler is None:
