@@ -53,7 +53,7 @@ class TextBatch(Batch):
         self.ntokens = int(tgt_y.numel())              # every position predicts: no padding
     def loss(self, model: nn.Module, criterion: nn.Module) -> Tensor:
         out = model(self.src)                                            # (batch, t, d_model)
-        log_probs = unwrap_model(model).generator(out)                   # (batch, t, vocab)
+        log_probs = model.generator(out)                                 # (batch, t, vocab)
         return criterion(log_probs.reshape(-1, log_probs.size(-1)), self.tgt_y.reshape(-1))
 
 def random_windows(data: Tensor, context: int, batch_size: int, generator: torch.Generator | None = None) -> TextBatch:
@@ -66,14 +66,13 @@ def random_windows(data: Tensor, context: int, batch_size: int, generator: torch
 
 # %% ../nbs/11_language_model.ipynb #9aca9db4
 @torch.no_grad()
-def corpus_loss(model: LanguageModel, data: Tensor, context: int, n: int | None = None,
-                batch_size: int = 64) -> tuple[float, int]:
-    """Mean loss in nats per character over consecutive, non-overlapping windows of `data` (the first `n` windows,
-    default all): each window is read on its own, as in training. Returns (loss, characters scored)."""
+def corpus_loss(model: LanguageModel, data: Tensor, context: int, batch_size: int = 64) -> tuple[float, int]:
+    """Mean loss in nats per character over consecutive, non-overlapping windows of `data`: each window is read on
+    its own, as in training. Returns (loss, characters scored)."""
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device                             # the windows go where the model is
-    count = (len(data) - 1) // context if n is None else min(n, (len(data) - 1) // context)
+    count = (len(data) - 1) // context
     if count == 0:
         raise DataError(f"a text of {len(data)} characters holds no window of {context} + 1; use a longer text (its "
                         f"validation part is the last 10%) or a model with a shorter context.")
@@ -146,6 +145,17 @@ def _check_text_batch(self: TextBatch, src_vocab: int, tgt_vocab: int) -> TextBa
     check_token_ids(self.src, src_vocab, "characters"); check_token_ids(self.tgt_y, tgt_vocab, "next characters")
     return self
 TextBatch.check = _check_text_batch
+
+# %% ../nbs/9h_language_model_runs.ipynb #c9htb02
+_teaching_text_loss = getattr(TextBatch.loss, "teaching", TextBatch.loss)   # chapter 11's
+
+def _text_batch_loss(self: TextBatch, model: nn.Module, criterion: nn.Module) -> Tensor:
+    "Chapter 11's `TextBatch.loss` for a model the runner may have wrapped (DDP, `torch.compile`)."
+    log_probs = unwrap_model(model).generator(model(self.src))              # (batch, t, vocab)
+    return criterion(log_probs.reshape(-1, log_probs.size(-1)), self.tgt_y.reshape(-1))
+
+_text_batch_loss.teaching = _teaching_text_loss
+TextBatch.loss = _text_batch_loss
 
 # %% ../nbs/9h_language_model_runs.ipynb #3b429adf
 #: preset -> settings of a character language-model task (model = `make_language_model`'s arguments but the vocabulary)
@@ -240,7 +250,8 @@ class CharLMTask:
             self.splits = load_corpus(self.source(), None if not self.corpus else self.data_dir)
             self.data = {k: self.vocab.encode_tensor(v) for k, v in self.splits.items()}
         if split not in self.data: raise ValueError(f"unknown split {split!r} for task {self.name}; choose {', '.join(self.data)}.")
-        loss, chars = corpus_loss(model, self.data[split], self.context, n or self.eval_windows)
+        data, k = self.data[split], n or self.eval_windows
+        loss, chars = corpus_loss(model, data if k is None else data[: k * self.context + 1], self.context)   # first k windows
         return {"loss": loss, "bits_per_char": loss / math.log(2), "chars": chars, "split": split}
 
     @property

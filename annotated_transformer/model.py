@@ -18,7 +18,7 @@ from .attention import MultiHeadedAttention
 from .blocks import (PositionwiseFeedForward, EncoderLayer, Encoder, DecoderLayer, Decoder)
 
 # %% auto #0
-__all__ = ['InputEmbedding', 'Generator', 'EncoderDecoder', 'init_weights', 'make_model', 'count_parameters', 'cached_length', 'Classifier', 'make_classifier', 'LanguageModel', 'make_language_model', 'model_from_config', 'empty_cache', 'select_cache_rows', 'make_language_model']
+__all__ = ['InputEmbedding', 'Generator', 'EncoderDecoder', 'init_weights', 'make_model', 'count_parameters', 'cached_length', 'Classifier', 'make_classifier', 'LanguageModel', 'make_language_model', 'model_from_config', 'empty_cache', 'select_cache_rows']
 
 # %% ../nbs/05_model.ipynb #9abd3a06
 class InputEmbedding(nn.Module):
@@ -191,15 +191,13 @@ class LanguageModel(nn.Module):
 def make_language_model(vocab: int, N: int = 4, d_model: int = 128, d_ff: int = 512, h: int = 4,
                         dropout: float = 0.0, *, context: int = 256, norm_first: bool = True) -> LanguageModel:
     """A decoder-only language model: `N` causal `EncoderLayer`s (pre-norm by default, as GPT-2), the generator on
-    top. `context`: the longest sequence it reads (its training window); `generate` reads it and the vocabulary from
-    `model.config`, the record of these arguments."""
+    top. `context`: the longest sequence it reads (its training window)."""
     layer = EncoderLayer(d_model, MultiHeadedAttention(h, d_model, dropout), PositionwiseFeedForward(d_model, d_ff, dropout),
                          dropout, norm_first)
     model = LanguageModel(InputEmbedding(Embeddings(d_model, vocab), PositionalEncoding(d_model, dropout, context)),
                           Encoder(layer, N), Generator(d_model, vocab))
     init_weights(model, [model.embed.embed.lut], d_model)
-    model.config = dict(kind="language_model", src_vocab=vocab, tgt_vocab=vocab, N=N, d_model=d_model, d_ff=d_ff, h=h,
-                        dropout=dropout, context=context, norm_first=norm_first)
+    model.config = dict(src_vocab=vocab, context=context)                # what `generate` reads
     return model
 
 # %% ../nbs/91_tasks.ipynb #c91mk02
@@ -317,7 +315,9 @@ def _make_language_model(vocab: int, N: int = 4, d_model: int = 128, d_ff: int =
         model.embed.position = position
         init_weights(model, [model.embed.embed.lut], d_model, embed_init)
     if tie_embeddings: model.generator.proj.weight = model.embed.embed.lut.weight   # after the draw, as make_model ties
-    model.config = {**model.config, "tie_embeddings": tie_embeddings, "positional": positional, "embed_init": embed_init}
+    model.config = dict(kind="language_model", src_vocab=vocab, tgt_vocab=vocab, N=N, d_model=d_model, d_ff=d_ff, h=h,
+                        dropout=dropout, context=context, norm_first=norm_first, tie_embeddings=tie_embeddings,
+                        positional=positional, embed_init=embed_init)             # the record a checkpoint rebuilds from
     return model
 
 _make_language_model.teaching = _teaching_make_language_model

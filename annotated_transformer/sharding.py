@@ -28,7 +28,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from .model import make_model
 
 # %% auto #0
-__all__ = ['shard_units', 'shard_model', 'is_sharded', 'gathered', 'state_bytes', 'save_shards', 'load_shards', 'consolidate_shards', 'join_process_group', 'demo_train', 'SHARDS', 'SHARDED_STATE', 'save_sharded', 'is_sharded_checkpoint', 'load_sharded', 'consolidate', 'run_shard_units', 'shard_model_for_run']
+__all__ = ['DEMO', 'shard_units', 'shard_model', 'is_sharded', 'gathered', 'state_bytes', 'save_shards', 'load_shards', 'consolidate_shards', 'join_process_group', 'demo_train', 'SHARDS', 'SHARDED_STATE', 'save_sharded', 'is_sharded_checkpoint', 'load_sharded', 'consolidate', 'run_shard_units', 'shard_model_for_run']
 
 # %% ../nbs/08_sharding.ipynb #46c857b9
 def shard_units(model: nn.Module) -> list[nn.Module]:
@@ -120,9 +120,11 @@ def _gather_for_check(out: Path, model: nn.Module, opt: torch.optim.Optimizer, r
                   str(out / "optimizer.safetensors"))
 
 
+# %% ../nbs/08_sharding.ipynb #c82demo1
+DEMO = dict(vocab=32, seq_len=12, N=2, d_model=64, d_ff=128, h=4)   # demo_train's model and sequences
+
 # %% ../nbs/08_sharding.ipynb #b0d9f0de
 def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: int = 8, save: str | None = None,
-               seq_len: int = 12, vocab: int = 32, N: int = 2, d_model: int = 64, d_ff: int = 128, h: int = 4,
                lr: float = 1e-3, eps: float = 1e-8) -> dict:
     """Train a small copy-task model for `steps` Adam steps on fixed global batches of `batch_size` sequences, in one
     process (`mode="single"`) or, under `torchrun`, each of P ranks on its `batch_size / P` rows (`"ddp"`, `"fsdp"`).
@@ -133,8 +135,9 @@ def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: 
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     rank, world = join_process_group("gloo") if mode != "single" else (0, 1)
     if batch_size % world: raise ValueError(f"batch_size={batch_size} must be a multiple of the {world} processes.")
+    (vocab, seq_len, *_), sizes = DEMO.values(), {k: DEMO[k] for k in ("N", "d_model", "d_ff", "h")}
     torch.manual_seed(0)                                   # the same initial weights on every rank
-    model = make_model(vocab, vocab, N=N, d_model=d_model, d_ff=d_ff, h=h, dropout=0.0)
+    model = make_model(vocab, vocab, **sizes, dropout=0.0)
     model = shard_model(model) if mode == "fsdp" else DDP(model) if mode == "ddp" else model
     opt, crit = torch.optim.Adam(model.parameters(), lr=lr, eps=eps), LabelSmoothing(vocab, 0, 0.0)
     held = {}                                              # bytes held just before an optimizer step
@@ -145,13 +148,14 @@ def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: 
     losses = []
     for step in range(start, steps):
         b = next(copy_task_batches(vocab, batch_size, 1, seq_len=seq_len, generator=torch.Generator().manual_seed(step)))
-        part = Batch(b.src[rows], torch.cat([b.src[rows, :1], b.tgt_y[rows]], 1))
+        part = Batch(b.src[rows], b.src[rows]); y = part.tgt_y = part.tgt_y.clone()   # a quarter of the batch: its rows'
+        y[: max(0, batch_size // 4 - rows.start), seq_len // 2:] = 0; part.ntokens = int((y != 0).sum())   # ends unscored
         y = model(part.src, part.tgt, part.src_mask, part.tgt_mask)         # through DDP's wrapper, if any
         log_probs = (model.module if mode == "ddp" else model).generator(y)
-        loss, n = crit(log_probs.reshape(-1, log_probs.size(-1)), part.tgt_y.reshape(-1)), part.ntokens
-        (loss / n).backward(); opt.step(); opt.zero_grad(set_to_none=True)
-        total = torch.stack([loss.detach().float(), torch.tensor(float(n))])
-        if world > 1: dist.all_reduce(total)              # the whole batch's loss per token
+        loss = crit(log_probs.reshape(-1, log_probs.size(-1)), part.tgt_y.reshape(-1))
+        total = torch.stack([loss.detach().float(), torch.tensor(float(part.ntokens))])
+        if world > 1: dist.all_reduce(total)              # the whole batch's summed loss and target tokens
+        (loss * world / total[1]).backward(); opt.step(); opt.zero_grad(set_to_none=True)   # P ranks averaged: per token
         losses.append(float(total[0] / total[1]))
         if save: save_shards(Path(save) / f"step_{step}", model, opt)
     rec = {"mode": mode, "world": world, "rank": rank, "start": start, "losses": losses, "bytes": held}

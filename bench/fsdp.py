@@ -72,9 +72,10 @@ class Meter:
 
 def measured(out: str, mode: str, steps: int, batch: int, **model) -> None:
     "`demo_train` under a `Meter`, whose record is added to this rank's `rank<r>.json`."
-    from annotated_transformer.sharding import demo_train
+    from annotated_transformer import sharding
+    sharding.DEMO.update(model)                                  # the benchmark's model and sequence length
     meter = Meter()
-    rec = {**demo_train(out, mode, steps, batch, **model), **meter.record()}
+    rec = {**sharding.demo_train(out, mode, steps, batch), **meter.record()}
     atomic_write(Path(out) / f"rank{rec['rank']}.json", lambda p: p.write_text(json.dumps(rec) + "\n"))
 
 

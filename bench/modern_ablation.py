@@ -109,7 +109,7 @@ def run_job(i: int, name: str, kw: dict, seed: int, a, work: Path) -> dict:
     r = charlm.train(model, window_loss(train, a), a.steps, d_model=a.d_model, lr_factor=a.lr_factor,
                      warmup=a.warmup, seed=seed, ckpt=work / f"seed{seed}-row{i}.pt",
                      save_every=a.save_every, log_every=max(1, a.steps // 6), name=f"{name} s{seed}")
-    val_loss, chars = corpus_loss(model, val, a.context, a.val_windows)
+    val_loss, chars = corpus_loss(model, val if a.val_windows is None else val[: a.val_windows * a.context + 1], a.context)
     return {"change": name, "seed": seed, "config": kw, "parameters": count_parameters(model),
             "val_nats_per_char": round(val_loss, 4), "val_chars": chars,
             "kv_cache_bytes_per_token": kv_bytes_per_token(model), "train_seconds": r["train_seconds"],

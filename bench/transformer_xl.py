@@ -81,7 +81,7 @@ def loss_fn(kind: str, train: torch.Tensor, a):
 def evaluate(kind: str, model, val: torch.Tensor, a, windows: int | None = None, mems=None) -> dict:
     "Validation nats/char: chapter 11's model window by window; an XL model at each memory length (or `mems`)."
     if kind == "ch11_random":
-        loss, chars = corpus_loss(model, val, a.context, windows)
+        loss, chars = corpus_loss(model, val if windows is None else val[:windows * a.context + 1], a.context)
         return {"0": {"loss": round(loss, 4), "chars": chars}}
     data = val if windows is None else val[:windows * a.context + 1]
     out = {}
