@@ -53,8 +53,8 @@ def amp_train_step(model: nn.Module, batches: list[Batch], criterion: nn.Module,
 # %% ../nbs/08_going_big.ipynb #a3c3812c
 def precision_run(dtype: torch.dtype | None, seed: int, steps: int = 600, device=None) -> dict:
     """Chapter 6's copy model and recipe trained for `steps` steps by `amp_train_step` in `dtype` (None: fp32; fp16
-    with a `GradScaler`)."""
-    "Returns every step's loss per token, the fp32 loss per token on 1,000 fresh sequences and their exact match."
+    with a `GradScaler`). Returns every step's loss per token, the fp32 loss per token on 1,000 fresh sequences and
+    their exact match."""
     torch.manual_seed(seed)                                          # the weights
     model = make_model(11, 11, N=2, d_model=64, d_ff=256, h=4, dropout=0.0, norm_first=True).to(device)
     optimizer, schedule = noam_optimizer(model, 64, factor=0.35, warmup=50)

@@ -135,7 +135,7 @@ def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: 
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     rank, world = join_process_group("gloo") if mode != "single" else (0, 1)
     if batch_size % world: raise ValueError(f"batch_size={batch_size} must be a multiple of the {world} processes.")
-    (vocab, seq_len, *_), sizes = DEMO.values(), {k: DEMO[k] for k in ("N", "d_model", "d_ff", "h")}
+    vocab, seq_len, sizes = DEMO["vocab"], DEMO["seq_len"], {k: DEMO[k] for k in ("N", "d_model", "d_ff", "h")}
     torch.manual_seed(0)                                   # the same initial weights on every rank
     model = make_model(vocab, vocab, **sizes, dropout=0.0)
     model = shard_model(model) if mode == "fsdp" else DDP(model) if mode == "ddp" else model
