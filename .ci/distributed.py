@@ -150,7 +150,7 @@ def main(with_cli: bool = True) -> None:
 def cli(args: list[str], procs: int, torchrun: list[str] | None = None, background: bool = False,
         digest: Path | None = None, ddp: bool = False):
     "`annotated-transformer train --task copy ... --shard` in `procs` processes under torchrun (or one process)."
-    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT)}
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT), "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
     if digest: env["ANNOTATED_TRANSFORMER_PARAM_DIGEST"] = str(digest); digest.mkdir(parents=True, exist_ok=True)
     train = ["-m", "annotated_transformer", "train", "--task", "copy", "--device", "cpu", "--batch-size", "8",
              "--eval-every", "10", "--no-progress", *([] if ddp else ["--shard"]), "--keep-checkpoints", "100", *args]

@@ -182,7 +182,9 @@ class LanguageModel(nn.Module):
         self.config: dict = {}
 
     def forward(self, x: Tensor, cache: list[dict] | None = None) -> Tensor:
-        return self.decoder(self.embed(x, cached_length(cache)), None, cache=cache, is_causal=True)
+        past = cached_length(cache)                                      # positions already in the cache
+        if past and x.size(1) > 1: raise ValueError("after cached positions, feed one new id at a time.")
+        return self.decoder(self.embed(x, past), None, cache=cache, is_causal=x.size(1) > 1)
 
     def new_cache(self, capacity: int = 0) -> list[dict]:
         "An empty key/value cache per layer, preallocated for `capacity` positions (appendix 9b's, tested equal to chapter 7's)."

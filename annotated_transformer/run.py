@@ -253,7 +253,8 @@ def init_distributed(device: torch.device) -> tuple[int, int, torch.device]:
         device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
         torch.cuda.set_device(device)
     if not dist.is_initialized():
-        join_process_group("nccl" if device.type == "cuda" else "gloo")   # restart-safe (chapter 8, part 2)
+        try: join_process_group("nccl" if device.type == "cuda" else "gloo")   # restart-safe (chapter 8, part 2)
+        except ValueError as e: raise UsageError(str(e)) from None
     return dist.get_rank(), dist.get_world_size(), device
 
 def agree(flag: bool, device: torch.device) -> bool:
@@ -345,7 +346,8 @@ def run_recipe(out: str | os.PathLike) -> dict | None:
 
 def _write_recipe(out: Path, resolved: dict) -> None:
     "Write the resolved recipe to `out/train_config.json` atomically; its `written_by` marks the folder as a run folder."
-    text = json.dumps({"written_by": RUN_MARKER, **resolved}, indent=2) + "\n"
+    job = {"elastic_run_id": os.environ["TORCHELASTIC_RUN_ID"]} if "TORCHELASTIC_RUN_ID" in os.environ else {}   # torchrun's job
+    text = json.dumps({"written_by": RUN_MARKER, **resolved, **job}, indent=2) + "\n"
     atomic_write(out / "train_config.json", lambda tmp: tmp.write_text(text, encoding="utf-8"))
 
 def prepare_out(out: Path, resume: bool, overwrite: bool) -> bool:
@@ -416,8 +418,9 @@ def train(cfg: TrainConfig | None = None, **options) -> dict:
     Returns a summary: task, steps, seconds, metrics, whether the target was reached, the run folder."""
     cfg = TrainConfig(**{**(asdict(cfg) if cfg is not None else {}), **options})
     where = Path(cfg.out or f"runs/{cfg.task or 'copy'}")
-    if int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")) > 0 and run_recipe(where) is not None:
-        cfg.resume, cfg.overwrite = True, False   # torchrun restarted the group: continue the run, never replace it
+    job = os.environ.get("TORCHELASTIC_RUN_ID") if int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")) > 0 else None
+    if job is not None and (run_recipe(where) or {}).get("elastic_run_id") == job:
+        cfg.resume, cfg.overwrite = True, False   # this torchrun job started the run and restarted: continue it
     if cfg.resume: cfg = resumed_config(cfg, where)   # the saved run's recipe, unless given again
     cfg.task = cfg.task or "copy"
     auto_accum = cfg.accum_steps is None   # a task may size it from the world size (wmt14: the paper's batch)
@@ -511,7 +514,8 @@ def _train(cfg: TrainConfig, task, device: torch.device, out: Path, rank: int, w
     if cfg.compile: train_model = torch.compile(train_model)
     crit = task.criterion().to(device)
     src_vocab, tgt_vocab = model.config["src_vocab"], model.config["tgt_vocab"]
-    log = (lambda msg: tqdm.write(msg, file=sys.stderr)) if rank == 0 else (lambda msg: None)
+    def log(msg: str) -> None:            # flushed at once, so that a notebook shows it before what follows the run
+        if rank == 0: tqdm.write(msg, file=sys.stderr); sys.stderr.flush()
     metrics_file = out / "metrics.jsonl"
     t0 = time.perf_counter()
     elapsed = lambda: seconds_before + time.perf_counter() - t0

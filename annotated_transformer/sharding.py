@@ -28,7 +28,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from .model import make_model
 
 # %% auto #0
-__all__ = ['DEMO', 'shard_units', 'shard_model', 'is_sharded', 'gathered', 'state_bytes', 'save_shards', 'load_shards', 'consolidate_shards', 'join_process_group', 'demo_train', 'SHARDS', 'SHARDED_STATE', 'save_sharded', 'is_sharded_checkpoint', 'load_sharded', 'consolidate', 'run_shard_units', 'shard_model_for_run']
+__all__ = ['FRESH_STORE', 'DEMO', 'shard_units', 'shard_model', 'is_sharded', 'gathered', 'state_bytes', 'save_shards', 'load_shards', 'consolidate_shards', 'join_process_group', 'demo_train', 'SHARDS', 'SHARDED_STATE', 'save_sharded', 'is_sharded_checkpoint', 'load_sharded', 'consolidate', 'run_shard_units', 'shard_model_for_run']
 
 # %% ../nbs/08_sharding.ipynb #46c857b9
 def shard_units(model: nn.Module) -> list[nn.Module]:
@@ -97,15 +97,17 @@ def consolidate_shards(folder: str | Path, model: nn.Module) -> nn.Module:
 # %% ../nbs/08_sharding.ipynb #cbfbe14d
 def join_process_group(backend: str | None = None, timeout: timedelta = timedelta(minutes=10)) -> tuple[int, int]:
     """`init_process_group` for a process started by `torchrun` (or with RANK, WORLD_SIZE, MASTER_ADDR and
-    MASTER_PORT set), safe after an elastic restart: the group's keys live under a prefix of their own for each
-    restart (`TORCHELASTIC_RESTART_COUNT`), so a restarted process never reads a dead one's address from the
-    rendezvous store. `backend`: default nccl with GPUs, gloo without. Returns (rank, world size)."""
+    MASTER_PORT set). Under `torchrun --max-restarts N` it refuses to start unless each restart gets a fresh
+    rendezvous store (below). `backend`: default nccl with GPUs (call `torch.cuda.set_device(LOCAL_RANK)` first),
+    gloo without. Returns (rank, world size)."""
     if not dist.is_initialized():
-        store, rank, world = next(dist.rendezvous("env://", timeout=timeout))
-        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
-        dist.init_process_group(backend or ("nccl" if torch.cuda.is_available() else "gloo"), timeout=timeout,
-                                store=dist.PrefixStore(f"attempt_{attempt}/", store), rank=rank, world_size=world)
+        if int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")) > 0 and os.environ.get(FRESH_STORE) != "1":
+            raise ValueError(f"torchrun may restart these processes (--max-restarts) and keeps one rendezvous store "
+                             f"across restarts, with the dead processes' keys; launch it with {FRESH_STORE}=1.")
+        dist.init_process_group(backend or ("nccl" if torch.cuda.is_available() else "gloo"), timeout=timeout)
     return dist.get_rank(), dist.get_world_size()
+
+FRESH_STORE = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"   # torchrun's switch: a new rendezvous store at every restart
 
 # %% ../nbs/08_sharding.ipynb #9c6f3425
 def _gather_for_check(out: Path, model: nn.Module, opt: torch.optim.Optimizer, rank: int) -> None:

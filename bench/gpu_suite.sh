@@ -32,8 +32,14 @@ start=$(date +%s)
 left() { echo $(( DEADLINE - ($(date +%s) - start) )); }
 stamp() { echo "== $(date +%T) [$(( $(date +%s) - start )) s, $(left) s left] $*"; }
 want() { [[ " $STEPS " == *" $1 "* ]]; }
-mkdir -p "$OUTDIR"; touch /tmp/gpu-suite-start
-copy() { find bench/results -maxdepth 1 -newer /tmp/gpu-suite-start -name '*.json' ! -name '*.tmp' -exec cp {} "$OUTDIR"/ \; 2>/dev/null; }
+mkdir -p "$OUTDIR" /tmp/gpu-suite-res; touch /tmp/gpu-suite-start
+# the timing steps write over stored results that appendix 9e pins by hash: their files are copied to OUTDIR, and the
+# stored ones are put back before the notebooks' tests run (the loaders, run beside those tests, write outside the tree)
+rm -rf /tmp/gpu-suite-pinned; cp -a bench/results /tmp/gpu-suite-pinned
+copy() { find bench/results /tmp/gpu-suite-res -maxdepth 1 -newer /tmp/gpu-suite-start -name '*.json' ! -name '*.tmp' \
+           -exec cp {} "$OUTDIR"/ \; 2>/dev/null; }
+restore() { [ "${DRY:-0}" = 1 ] || [ "$(realpath "$OUTDIR")" = "$(realpath bench/results)" ] && return 0
+            rm -rf bench/results && cp -a /tmp/gpu-suite-pinned bench/results; }
 # the command line as `pip install` makes it, where the package is only on PYTHONPATH (chapter 93 runs it)
 if ! command -v annotated-transformer >/dev/null; then
   mkdir -p /tmp/at-bin; printf '#!/bin/sh\nexec python3 -m annotated_transformer "$@"\n' > /tmp/at-bin/annotated-transformer
@@ -54,7 +60,8 @@ else
   shk=(--device cuda --max-steps 8000 --max-seconds 230)
   step=(--device cuda --preset base-fill --variants ours-bf16 ours-bf16-compile --repeats 3 --steps 10 --profile-steps 3 --budget 120)
   dec=(--peer --device cuda --peer-sizes shipped,base --peer-batches 32,128 --repeats 3 --budget 70)
-  ldr=(--device cuda); nbk=(--flags cuda --jobs 12)
+  gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr '[:upper:] ' '[:lower:]-')
+  ldr=(--device cuda --out "/tmp/gpu-suite-res/hf_loaders_cuda-$gpu.json"); nbk=(--flags cuda --jobs 12)
 fi
 python3 -c "import torch, transformers, annotated_transformer as at; print('torch', torch.__version__, 'cuda', torch.version.cuda, 'transformers', transformers.__version__, 'gpu', torch.cuda.is_available() and torch.cuda.get_device_name(0))"
 
@@ -77,7 +84,7 @@ if want loaders; then
   timeout 120 python3 bench/hf_loaders_cuda.py "${ldr[@]}" > /tmp/gpu-loaders.log 2>&1 &
 fi
 if want notebooks; then
-  stamp "the notebooks' tests"
+  copy; restore; stamp "the notebooks' tests"
   python3 bench/gpu_notebooks.py "${nbk[@]}" --budget $(( $(left) - 25 )) --timeout 400 2>&1 | tail -60; copy
 fi
 wait
