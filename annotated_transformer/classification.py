@@ -173,7 +173,7 @@ class ImdbTask:
         "Load and split the reviews; learn the tokenizer (reload it on `resume`); save it and `task.json` to `out`."
         train, val = self.split()
         if resume and out is not None: self.tokenizer = load_tokenizer(resolve_checkpoint(out))
-        else: self.tokenizer = train_tokenizer([clean_review(t, self.lowercase) for t, _ in train], self.vocab_size)
+        else: self.tokenizer = train_tokenizer([(clean_review(t, self.lowercase),) for t, _ in train], self.vocab_size)
         self.train_set = (self.encode([t for t, _ in train]), [y for _, y in train])
         self.val_set = (self.encode([t for t, _ in val]), [y for _, y in val])
         if out is not None and save:

@@ -87,11 +87,11 @@ def check_tokenizer(tokenizer: Tokenizer) -> Tokenizer:
                              "train it with train_tokenizer so the special tokens come first.")
     return tokenizer
 
-def train_tokenizer(pairs: Sequence[tuple[str, str]] | Sequence[str], vocab_size: int = 8000, min_frequency: int = 2) -> Tokenizer:
+def train_tokenizer(pairs: Sequence[tuple[str, str]], vocab_size: int = 8000, min_frequency: int = 2) -> Tokenizer:
     "Learn one BPE vocabulary of `vocab_size` tokens (specials included) from both sides of the sentence `pairs`."
     if vocab_size <= len(SPECIAL_TOKENS):
         raise ValueError(f"vocab_size={vocab_size} leaves no room beside the {len(SPECIAL_TOKENS)} special tokens; use a few thousand.")
-    texts = [s for p in pairs for s in ((p,) if isinstance(p, str) else p)]
+    texts = [s for p in pairs for s in p]
     if not texts: raise ValueError("no sentences to train the tokenizer on; pass the training pairs.")
     tok = new_tokenizer()
     trainer = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=min_frequency,
@@ -101,13 +101,13 @@ def train_tokenizer(pairs: Sequence[tuple[str, str]] | Sequence[str], vocab_size
 
 
 # %% ../nbs/09_data.ipynb #3b4acf40
-def encode_batch(tokenizer: Tokenizer, texts: Sequence[str], bos: bool = True, eos: bool = True) -> list[list[int]]:
-    "Token ids of each text, with `<s>` in front and `</s>` at the end unless switched off."
-    return [[BOS] * bos + e.ids + [EOS] * eos for e in tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+def encode_batch(tokenizer: Tokenizer, texts: Sequence[str]) -> list[list[int]]:
+    "Token ids of each text, with `<s>` in front and `</s>` at the end."
+    return [[BOS] + e.ids + [EOS] for e in tokenizer.encode_batch(list(texts), add_special_tokens=False)]
 
-def encode(tokenizer: Tokenizer, text: str, bos: bool = True, eos: bool = True) -> list[int]:
-    "Token ids of `text`: `[<s>, ..., </s>]` by default."
-    return encode_batch(tokenizer, [text], bos, eos)[0]
+def encode(tokenizer: Tokenizer, text: str) -> list[int]:
+    "Token ids of `text`: `[<s>, ..., </s>]`."
+    return encode_batch(tokenizer, [text])[0]
 
 def decode(tokenizer: Tokenizer, ids: Sequence[int] | Tensor) -> str:
     "Text of one id sequence: a leading `<s>` is dropped, reading stops at the first `</s>`, padding is ignored."

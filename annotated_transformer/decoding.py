@@ -81,6 +81,9 @@ def beam_search_one(model: EncoderDecoder, src: Tensor, max_len: int, start_symb
                     beam_size: int = 4, length_penalty: float = 0.6, trace: list | None = None) -> tuple[list[int], float]:
     """Beam search for one source `(1, src_len)`, without padding: the best hypothesis (ids from the start symbol on,
     ending with `end_symbol` unless cut off at `max_len`) and its score, summed log-probability / `gnmt_length_penalty`."""
+    if beam_size < 1 or max_len < 1 or src.size(0) != 1:
+        raise ValueError(f"beam_search_one needs beam_size >= 1, max_len >= 1 and one source (1, src_len); got "
+                         f"beam_size={beam_size}, max_len={max_len}, a source of shape {tuple(src.shape)}.")
     K, lp, ninf = beam_size, lambda n: gnmt_length_penalty(n, length_penalty), float("-inf")
     memory, cache = model.encode(src, None).expand(K, -1, -1), new_cache(model)     # (K, S, d_model): one per beam
     seqs = torch.full((K, 1), start_symbol, dtype=torch.long, device=src.device)    # alive hypotheses (K, t)

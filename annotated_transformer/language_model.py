@@ -20,7 +20,7 @@ import torch
 from torch import nn, Tensor
 
 from .embeddings import check_token_ids, id_checks_off
-from .model import LanguageModel, make_language_model, cached_length, empty_cache
+from .model import LanguageModel, make_language_model, cached_length
 from .training import Batch, unwrap_model
 from .decoding import pick_next, check_sampling
 from .checkpoint import resolve_checkpoint, atomic_write
@@ -106,14 +106,14 @@ def generate(model: LanguageModel, prompt: Tensor, max_new_tokens: int, temperat
     was_training = model.training
     model.eval()
     ys = prompt.new_empty(B, t + max_new_tokens); ys[:, :t] = prompt     # the output, written in place: linear time
-    cache = model.new_cache(context) if use_cache else None
+    cache = model.new_cache() if use_cache else None
     new = prompt[:, -context:]                                             # what the next step feeds
     try:
-        with id_checks_off(model):
+        with id_checks_off(model):                                           # the prompt is checked; ids drawn are valid
             for pos in range(t, t + max_new_tokens):                         # step writes ys[:, pos]
                 if use_cache:
                     if cached_length(cache) + new.size(1) > context:         # the window is full: start again
-                        cache, new = model.new_cache(context), ys[:, max(0, pos - max(1, context // 2)):pos]
+                        cache, new = model.new_cache(), ys[:, max(0, pos - max(1, context // 2)):pos]
                     out = model(new, cache)                                  # (batch, new, d_model)
                 else:
                     out = model(ys[:, max(0, pos - context):pos])            # (batch, <= context, d_model)

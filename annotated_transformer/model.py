@@ -186,9 +186,10 @@ class LanguageModel(nn.Module):
         if past and x.size(1) > 1: raise ValueError("after cached positions, feed one new id at a time.")
         return self.decoder(self.embed(x, past), None, cache=cache, is_causal=x.size(1) > 1)
 
-    def new_cache(self, capacity: int = 0) -> list[dict]:
-        "An empty key/value cache per layer, preallocated for `capacity` positions (appendix 9b's, tested equal to chapter 7's)."
-        return empty_cache(len(self.decoder.layers), capacity)
+    def new_cache(self) -> list[dict]:
+        "An empty key/value cache per layer: chapter 7's `KVCache` (the library's, from appendix 9b, preallocates)."
+        from annotated_transformer.decoding import KVCache             # decoding imports this module
+        return [{"self": KVCache()} for _ in self.decoder.layers]
 
 def make_language_model(vocab: int, N: int = 4, d_model: int = 128, d_ff: int = 512, h: int = 4,
                         dropout: float = 0.0, *, context: int = 256, norm_first: bool = True) -> LanguageModel:

@@ -52,13 +52,17 @@ def is_sharded(model: nn.Module) -> bool:
 
 @contextmanager
 def gathered(model: nn.Module):
-    """Inside the block every rank holds all of a sharded `model`'s weights, for code that calls other methods than
-    `forward` (decoding calls `encode`, `decode` and the generator); after it each rank keeps its shards again."""
-    units = [m for m in model.modules() if isinstance(m, FSDPModule)]
-    for m in units: m.unshard()
+    """Inside the block every rank holds all of a sharded `model`'s weights and keeps them through the layers' own
+    forwards, so each rank may run code that calls other methods than `forward` (decoding calls `encode`, `decode`
+    and the generator) on its own, with no collectives; after it each rank keeps its shards again."""
+    root, *layers = [m for m in model.modules() if isinstance(m, FSDPModule)]
+    root._get_fsdp_state()._lazy_init()             # as the root's first forward would: the layers stay its units
+    for m in layers: m.set_reshard_after_forward(False, recurse=False)   # a layer's forward leaves it gathered
+    for m in (root, *layers): m.unshard()
     try: yield model
     finally:
-        for m in units: m.reshard()
+        for m in layers: m.set_reshard_after_forward(True, recurse=False)   # shard_model's setting for layers
+        for m in (root, *layers): m.reshard()
 
 # %% ../nbs/08_sharding.ipynb #7cbe30aa
 def _local_bytes(t) -> int:
@@ -101,9 +105,11 @@ def join_process_group(backend: str | None = None, timeout: timedelta = timedelt
     rendezvous store (below). `backend`: default nccl with GPUs (call `torch.cuda.set_device(LOCAL_RANK)` first),
     gloo without. Returns (rank, world size)."""
     if not dist.is_initialized():
-        if int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")) > 0 and os.environ.get(FRESH_STORE) != "1":
-            raise ValueError(f"torchrun may restart these processes (--max-restarts) and keeps one rendezvous store "
-                             f"across restarts, with the dead processes' keys; launch it with {FRESH_STORE}=1.")
+        shared = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"     # the workers use the agent's store
+        if int(os.environ.get("TORCHELASTIC_MAX_RESTARTS", "0")) > 0 and shared:
+            raise ValueError(f"torchrun may restart these processes (--max-restarts) and keeps its rendezvous store across "
+                             f"restarts, with the dead processes' keys; launch it with {FRESH_STORE}=1 and --standalone or "
+                             f"--rdzv-backend c10d.")
         dist.init_process_group(backend or ("nccl" if torch.cuda.is_available() else "gloo"), timeout=timeout)
     return dist.get_rank(), dist.get_world_size()
 

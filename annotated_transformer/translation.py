@@ -150,7 +150,7 @@ def attention_maps(model: EncoderDecoder, tokenizer: Tokenizer, src_sentence: st
     `(h, S, S)`, `(h, T, T)` and `(h, T, S)` tensors, with the `src_tokens` (S) and `tgt_tokens` (T) they refer to."""
     device = next(model.parameters()).device
     src = torch.tensor([encode(tokenizer, src_sentence)], device=device)            # (1, S): <s> ... </s>
-    tgt = torch.tensor([encode(tokenizer, tgt_sentence, eos=False)], device=device) # (1, T): <s> y_1 ... y_n, the decoder input
+    tgt = torch.tensor([encode(tokenizer, tgt_sentence)[:-1]], device=device)   # (1, T): <s> y_1 ... y_n, the decoder input
     b = Batch(src, torch.cat([tgt, tgt[:, :1]], dim=1), PAD)        # any last token: Batch drops it from the input
     mods = [m for m in model.modules() if hasattr(m, "keep_weights")]
     was_training, before = model.training, [m.keep_weights for m in mods]
