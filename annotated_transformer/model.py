@@ -85,7 +85,7 @@ def _position(positional: str, d_model: int, dropout: float, max_len: int | None
 def make_model(src_vocab: int, tgt_vocab: int, N: int = 6, d_model: int = 512, d_ff: int = 2048, h: int = 8,
                dropout: float = 0.1, *, norm_first: bool = False, tie_embeddings: bool = False,
                max_len: int | None = None, positional: str = "sinusoidal", embed_init: str = "normal") -> EncoderDecoder:
-    """The Transformer, by default the paper's base model (post-norm), initialised by `init_weights`.
+    """The Transformer: the paper's base sizes by default (post-norm, untied), initialised by `init_weights`.
     `tie_embeddings` shares one matrix among both embeddings and the generator (needs `src_vocab == tgt_vocab`);
     `positional`: `"sinusoidal"` or `"learned"`; `max_len`: the longest sequence (default: the position class's,
     5000 or 512)."""
