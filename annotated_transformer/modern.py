@@ -137,8 +137,7 @@ class GroupedQueryAttention(nn.Module):
         k, v = project() if cache is None else cache.update(project)                # chapter 7's cache, n_kv heads
         t_k, m = k.size(2), None if mask is None else mask.unsqueeze(1)
         local = self.window is not None and t_k > self.window                       # some keys lie outside the window
-        is_causal = is_causal or t == 1       # one new query after cached keys (chapter 11 flags only longer inputs)
-        if is_causal and (local or (t > 1 and (t != t_k or m is not None))):        # cached keys, a mask, a window
+        if (is_causal or t == 1) and (local or (t > 1 and (t != t_k or m is not None))):   # cached keys, a mask, a window
             q_pos, k_pos = torch.arange(t_k - t, t_k, device=q.device)[:, None], torch.arange(t_k, device=q.device)
             allowed = (k_pos <= q_pos) & (q_pos - k_pos < (self.window or t_k))     # (t, t_k)
             m, is_causal = allowed if m is None else m & allowed, False
