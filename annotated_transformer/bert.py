@@ -75,7 +75,7 @@ class MaskedBatch:
         self.ntokens = int((target != IGNORE).sum())
 
     def check(self, src_vocab: int, n_classes: int) -> MaskedBatch:
-        check_token_ids(self.src, src_vocab, "tokens"); return self
+        check_token_ids(self.src, src_vocab); return self
 
     def to(self, device) -> MaskedBatch:
         self.src, self.target, self.src_mask = (t.to(device) for t in (self.src, self.target, self.src_mask))

@@ -46,10 +46,9 @@ def write_fake_imdb(folder: str | Path, n_train: int = 300, n_test: int = 60, se
     return root
 
 # %% ../nbs/10_classification.ipynb #6f9b370f
-def clean_review(text: str, lowercase: bool = True) -> str:
-    "A review as the model reads it: the HTML line breaks of the corpus (`<br />`) become spaces; lowercased by default."
-    text = re.sub(r"<br\s*/?>", " ", text)
-    return text.lower() if lowercase else text
+def clean_review(text: str) -> str:
+    "A review as the model reads it: the HTML line breaks of the corpus (`<br />`) become spaces, then lowercased."
+    return re.sub(r"<br\s*/?>", " ", text).lower()
 
 def truncate_ids(ids: list[int], max_len: int, keep: str = "head") -> list[int]:
     """At most `max_len` ids: the first ones (`keep="head"`), or the first quarter and the last three quarters of the
@@ -60,10 +59,9 @@ def truncate_ids(ids: list[int], max_len: int, keep: str = "head") -> list[int]:
     head = max_len // 4
     return ids[:head] + ids[len(ids) - (max_len - head):]
 
-def encode_reviews(tokenizer: Tokenizer, texts: Sequence[str], max_len: int, keep: str = "head",
-                   lowercase: bool = True) -> list[list[int]]:
+def encode_reviews(tokenizer: Tokenizer, texts: Sequence[str], max_len: int, keep: str = "head") -> list[list[int]]:
     "Token ids of `texts`: `<s>` (the class token of `pool='first'`) then at most `max_len - 1` subword ids."
-    encs = tokenizer.encode_batch([clean_review(t, lowercase) for t in texts], add_special_tokens=False)
+    encs = tokenizer.encode_batch([clean_review(t) for t in texts], add_special_tokens=False)
     return [[BOS] + truncate_ids(e.ids, max_len - 1, keep) for e in encs]
 
 # %% ../nbs/10_classification.ipynb #ebc90c38
@@ -260,7 +258,25 @@ def shipped_imdb_report() -> dict | None:
 # %% ../nbs/9g_classification_runs.ipynb #88043188
 def _check_classification(self: ClassificationBatch, src_vocab: int, n_classes: int) -> ClassificationBatch:
     "The runner's check of a drawn batch: token ids in `[0, src_vocab)`, labels in `[0, n_classes)`; returns the batch."
-    check_token_ids(self.src, src_vocab, "tokens"); check_token_ids(self.labels, n_classes, "labels")
+    check_token_ids(self.src, src_vocab); check_token_ids(self.labels, n_classes, "labels")
     return self
 
 ClassificationBatch.check = _check_classification
+
+# %% ../nbs/9g_classification_runs.ipynb #9790b1aa
+_teaching_clean_review = getattr(clean_review, "teaching", clean_review)          # chapter 10's functions
+_teaching_encode_reviews = getattr(encode_reviews, "teaching", encode_reviews)
+
+def _clean_review(text: str, lowercase: bool = True) -> str:
+    "Chapter 10's `clean_review`; `lowercase=False` keeps the case (`ImdbTask.lowercase`)."
+    return _teaching_clean_review(text) if lowercase else re.sub(r"<br\s*/?>", " ", text)
+
+def _encode_reviews(tokenizer: Tokenizer, texts: Sequence[str], max_len: int, keep: str = "head",
+                    lowercase: bool = True) -> list[list[int]]:
+    "Chapter 10's `encode_reviews`; `lowercase=False` keeps the case (`ImdbTask.lowercase`)."
+    if lowercase: return _teaching_encode_reviews(tokenizer, texts, max_len, keep)
+    encs = tokenizer.encode_batch([_clean_review(t, False) for t in texts], add_special_tokens=False)
+    return [[BOS] + truncate_ids(e.ids, max_len - 1, keep) for e in encs]
+
+_clean_review.teaching, _encode_reviews.teaching = _teaching_clean_review, _teaching_encode_reviews
+clean_review, encode_reviews = _clean_review, _encode_reviews

@@ -14,11 +14,11 @@ from pathlib import Path
 import numpy as np
 import torch
 from torch import Tensor
-from torch.utils.data import DataLoader, Sampler
+from torch.utils.data import Sampler
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 # %% auto #0
-__all__ = ['SPECIAL_TOKENS', 'PAD', 'BOS', 'EOS', 'UNK', 'SPACE', 'JOINER', 'merge_pair', 'learn_bpe', 'bpe_encode', 'new_tokenizer', 'joiner_decoder', 'check_tokenizer', 'train_tokenizer', 'encode_batch', 'encode', 'decode', 'decode_batch', 'encode_pairs', 'greedy_batches', 'TokenBudgetSampler', 'pad_sequences', 'collate', 'translation_loader', 'MULTI30K_COMMIT', 'MULTI30K_URL', 'MULTI30K_SPLITS', 'MULTI30K_SHA256', 'DATA_ENV', 'RESULT_FILES', 'REPOSITORY', 'DataError', 'cache_root', 'multi30k_cache_dir', 'sha256_file', 'download_multi30k', 'read_lines', 'load_multi30k', 'cached_multi30k', 'write_synthetic_multi30k', 'repository_url', 'find_results', 'stored_result', 'load_result', 'balance_batches', 'save_tokenizer', 'load_tokenizer', 'IMDB_URL', 'IMDB_SHA256', 'IMDB_LABELS', 'imdb_cache_dir', 'load_imdb', 'TINYSHAKESPEARE_URL', 'TINYSHAKESPEARE_SHA256', 'ENWIK8_URL', 'ENWIK8_SIZE', 'ENWIK8_SHA1', 'CORPORA', 'corpus_file', 'load_corpus']
+__all__ = ['SPECIAL_TOKENS', 'PAD', 'BOS', 'EOS', 'UNK', 'SPACE', 'JOINER', 'merge_pair', 'learn_bpe', 'bpe_encode', 'new_tokenizer', 'joiner_decoder', 'check_tokenizer', 'train_tokenizer', 'encode_batch', 'encode', 'decode', 'decode_batch', 'encode_pairs', 'greedy_batches', 'TokenBudgetSampler', 'pad_sequences', 'collate', 'MULTI30K_COMMIT', 'MULTI30K_URL', 'MULTI30K_SPLITS', 'MULTI30K_SHA256', 'DATA_ENV', 'RESULT_FILES', 'REPOSITORY', 'DataError', 'cache_root', 'multi30k_cache_dir', 'sha256_file', 'download_multi30k', 'read_lines', 'load_multi30k', 'cached_multi30k', 'write_synthetic_multi30k', 'repository_url', 'find_results', 'stored_result', 'load_result', 'balance_batches', 'DropLastTokenBudgetSampler', 'translation_loader', 'save_tokenizer', 'load_tokenizer', 'IMDB_URL', 'IMDB_SHA256', 'IMDB_LABELS', 'imdb_cache_dir', 'load_imdb', 'TINYSHAKESPEARE_URL', 'TINYSHAKESPEARE_SHA256', 'ENWIK8_URL', 'ENWIK8_SIZE', 'ENWIK8_SHA1', 'CORPORA', 'corpus_file', 'load_corpus']
 
 # %% ../nbs/09_data.ipynb #156d201b
 def merge_pair(symbols: list[str], a: str, b: str) -> list[str]:
@@ -143,12 +143,12 @@ class TokenBudgetSampler(Sampler[list[int]]):
     `set_epoch(epoch)` before each epoch; `bucket_size=None` sorts all examples at once."""
     def __init__(self, lengths: Sequence[int] | Sequence[tuple[int, int]] | np.ndarray | Tensor, max_tokens: int,
                  shuffle: bool = True, seed: int = 0, num_replicas: int = 1, rank: int = 0,
-                 drop_last: bool = False, bucket_size: int | None = None):
+                 bucket_size: int | None = None):
         lengths = np.asarray(lengths.tolist() if isinstance(lengths, Tensor) else lengths)
         if lengths.ndim == 2: lengths = lengths.max(axis=1)                    # (examples, 2) -> the longer side
         _check_sampler_args(lengths, max_tokens, num_replicas, rank, bucket_size)
         self.lengths, self.max_tokens, self.shuffle, self.seed = lengths, int(max_tokens), shuffle, seed
-        self.num_replicas, self.rank, self.drop_last = num_replicas, rank, drop_last
+        self.num_replicas, self.rank = num_replicas, rank
         self.bucket_size = len(lengths) if bucket_size is None else int(bucket_size)
         self.epoch, self._cached = 0, None
 
@@ -165,7 +165,7 @@ class TokenBudgetSampler(Sampler[list[int]]):
                 order = np.concatenate([b[np.argsort(self.lengths[b], kind="stable")] for b in buckets])
             batches = greedy_batches(order.tolist(), self.lengths, self.max_tokens)
             if self.shuffle: batches = [batches[j] for j in rng.permutation(len(batches))]
-            batches = balance_batches(batches, self.num_replicas, self.drop_last)
+            batches = balance_batches(batches, self.num_replicas)
             self._cached = (self.epoch, batches[self.rank::self.num_replicas])
         return self._cached[1]
 
@@ -183,17 +183,9 @@ def collate(examples: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int
     "Pad a list of (src ids, tgt ids) into `src (batch, S)` and `tgt (batch, T)` LongTensors."
     return pad_sequences([e[0] for e in examples], pad_id), pad_sequences([e[1] for e in examples], pad_id)
 
-# %% ../nbs/09_data.ipynb #ae16e34d
-def translation_loader(examples: Sequence[tuple[Sequence[int], Sequence[int]]], max_tokens: int, shuffle: bool = True,
-                       seed: int = 0, num_replicas: int = 1, rank: int = 0, bucket_size: int | None = None,
-                       num_workers: int = 0) -> DataLoader:
-    "A `DataLoader` of padded `(src, tgt)` batches under a token budget; call `loader.batch_sampler.set_epoch(epoch)` each epoch."
-    sampler = TokenBudgetSampler([(len(s), len(t)) for s, t in examples], max_tokens, shuffle=shuffle, seed=seed,
-                                 num_replicas=num_replicas, rank=rank, bucket_size=bucket_size)
-    return DataLoader(examples, batch_sampler=sampler, collate_fn=collate, num_workers=num_workers)
-
 # %% ../nbs/9e_data_plumbing.ipynb #36a7904e
 import fnmatch, gzip, hashlib, http.client, json, tarfile, tempfile, time, urllib.error, urllib.request, zipfile, zlib
+from torch.utils.data import DataLoader
 from .utils import file_digest
 
 # %% ../nbs/9e_data_plumbing.ipynb #5939508f
@@ -388,7 +380,10 @@ RESULT_FILES = {
     "decode_vs_marian-nvidia-h100-80gb-hbm3.json": "4eb25d4bf6f4e0dd4414775464350d184392100e67a5679da7d8785b4d10852d",
     "notebooks-nvidia-h100-80gb-hbm3.json": "473508749b5e8d065a3c19241ec8bf6fa00634972707eec91a4347db392b0bbb",
     "train_throughput-base-fill-nvidia-h100-80gb-hbm3.json": "a1f74297dd9f1aee4aa6fa3072e54de062fdce2aa0c9c9f34e2c32cd57b74a36",
-    "imdb_pooling-1000-amd-epyc-2cores.json": "1ad34a62545ea433023e033f7c8379679f63c847fbcf990f78c6796ec60da535",
+    "multi30k-seed0-small-nvidia-h100-80gb-hbm3.json": "38cd5125ad17119bf98f339a5b18f3c787f757060fa95dbcdf033bf96a468cf5",
+    "multi30k-seed1-small-nvidia-h100-80gb-hbm3.json": "9002ae7ad7a2697adeb26ad5f532ba98e074bcf1a2627096eeeec7b2145c65a7",
+    "multi30k-seed2-small-nvidia-h100-80gb-hbm3.json": "9d58622b7fb97900e42b84207dcc29021f0ab0e6c07e8df0b3be750db8b4aab3",
+    "imdb_pooling-4000-nvidia-h100-80gb-hbm3.json": "245297f64da1a692e4ced92f10d3b34d03975eaf8b99dee4eead0d9892feed84",
     "imdb_randval-2000-seed0-amd-epyc-2cores.json": "746ae029c7f23f5c27a20ecff4dcf151a1019fe99def858866772ae907eae7b8",
     "imdb_randval-2000-seed1-amd-epyc-2cores.json": "9e578ae90f3a85b2c8d775909f7083a954c5f537fec1cbb8e9cbe9fe932168c1",
     "imdb_randval-2000-seed2-amd-epyc-2cores.json": "786740f8beab65987d0b086d6ce71f8ad45e57952dcd1245bbd65e8aed3768a5",
@@ -398,7 +393,6 @@ RESULT_FILES = {
     "imdb_seeds-2000-seed0-amd-epyc-2cores.json": "e55f06b5c26571ba3fd54ed194f3ff0a57ab89c4718cc673b5775a2bdfb56d9a",
     "imdb_bow_cut-amd-epyc-2cores.json": "a682fdc13444fcac18c4a425f4958f64fb6a7c0181da2973a0380382d5b9def9",
     "fsdp-amd-epyc-2cores-sweep.json": "da91490704f1a604c4eb5fc3cb975ad8e9f70409423976fda02992601354158a",
-    "imdb_pooling-amd-epyc-2cores.json": "f15dfa2b95db4804e84dc6a97fabd6906c55f31b20cecd6d96efe02cbaa8a2a8",
     "precision_curves-seeds-amd-epyc-2cores.json": "17b7bb210be2c174c03338e64a425036d5407dd6b576fb41e1aef810fc178e10",
     "fsdp-amd-epyc-2cores.json": "bfe8fe458658f8887e3f9edc2292bbb9a851a5555ea6cddc5b84289435a34ada",
     "imdb_bow-amd-epyc-2cores.json": "5563caca23592f40424b5ad594091941894a7654d1bdb677a3e5de326c9c94ab",
@@ -566,6 +560,27 @@ def _check_sampler_args(lengths: np.ndarray, max_tokens: int, num_replicas: int,
     if not 0 <= rank < num_replicas:
         raise ValueError(f"rank={rank} must be in [0, num_replicas={num_replicas}); pass the process's rank and the world size.")
     if bucket_size is not None and bucket_size < 1: raise ValueError(f"bucket_size={bucket_size} must be positive, or None.")
+
+# %% ../nbs/9e_data_plumbing.ipynb #39178d58
+class DropLastTokenBudgetSampler(TokenBudgetSampler):
+    """Chapter 9's `TokenBudgetSampler` that evens out the processes' shares by dropping the surplus batches of the
+    epoch (`balance_batches(..., drop_last=True)`) instead of splitting the largest ones."""
+    def batches(self) -> list[list[int]]:
+        "All batches of the current epoch for this rank, in the order they are yielded."
+        if self._cached is None or self._cached[0] != self.epoch:
+            whole = TokenBudgetSampler(self.lengths, self.max_tokens, self.shuffle, self.seed, bucket_size=self.bucket_size)
+            whole.set_epoch(self.epoch)                          # one process's batches: the whole epoch, none split
+            batches = balance_batches(whole.batches(), self.num_replicas, drop_last=True)
+            self._cached = (self.epoch, batches[self.rank::self.num_replicas])
+        return self._cached[1]
+
+# %% ../nbs/9e_data_plumbing.ipynb #667db48d
+def translation_loader(examples: Sequence[tuple[Sequence[int], Sequence[int]]], max_tokens: int, shuffle: bool = True,
+                       seed: int = 0, num_replicas: int = 1, rank: int = 0, bucket_size: int | None = None) -> DataLoader:
+    "A `DataLoader` of padded `(src, tgt)` batches under a token budget; call `loader.batch_sampler.set_epoch(epoch)` each epoch."
+    sampler = TokenBudgetSampler([(len(s), len(t)) for s, t in examples], max_tokens, shuffle=shuffle, seed=seed,
+                                 num_replicas=num_replicas, rank=rank, bucket_size=bucket_size)
+    return DataLoader(examples, batch_sampler=sampler, collate_fn=collate)
 
 # %% ../nbs/9e_data_plumbing.ipynb #f959e1fd
 def _tokenizer_file(path: str | os.PathLike) -> Path:

@@ -16,19 +16,19 @@ from torch import nn, Tensor
 __all__ = ['check_token_ids', 'Embeddings', 'id_checks_off']
 
 # %% ../nbs/01_embeddings.ipynb #e90225b2
-def check_token_ids(x: Tensor, vocab: int, name: str = "tokens") -> None:
+def check_token_ids(x: Tensor, vocab: int) -> None:
     """Check that `x` holds integer token ids in `[0, vocab)`: a `TypeError` for float or bool tensors, a
     `ValueError` naming the offending id otherwise."""
     if x.dtype.is_floating_point or x.dtype == torch.bool:
-        raise TypeError(f"{name} must be integer token ids, got dtype {x.dtype}; convert with `.long()`.")
+        raise TypeError(f"tokens must be integer token ids, got dtype {x.dtype}; convert with `.long()`.")
     if x.numel() == 0: return
     lo, hi = torch.aminmax(x)
     lo, hi = int(lo), int(hi)
     if lo < 0:
-        raise ValueError(f"{name} contain id {lo}, outside the vocabulary [0, {vocab}); token ids are never negative: "
+        raise ValueError(f"tokens contain id {lo}, outside the vocabulary [0, {vocab}); token ids are never negative: "
                          f"check the tokenizer or the padding value.")
     if hi >= vocab:
-        raise ValueError(f"{name} contain id {hi}, outside the vocabulary [0, {vocab}); check the tokenizer, "
+        raise ValueError(f"tokens contain id {hi}, outside the vocabulary [0, {vocab}); check the tokenizer, "
                          f"or build the model with a vocabulary of at least {hi + 1}.")
 
 # %% ../nbs/01_embeddings.ipynb #643eb825
@@ -66,3 +66,14 @@ def id_checks_off(model: nn.Module):
     try: yield model
     finally:
         for m, b in zip(mods, before): m.check_ids = b
+
+# %% ../nbs/9c_training_recipes.ipynb #dd79892a
+_plain_check_token_ids = getattr(check_token_ids, "__wrapped__", check_token_ids)   # chapter 1's
+
+def _named_check_token_ids(x: Tensor, vocab: int, name: str = "tokens") -> None:
+    "Chapter 1's `check_token_ids`, its error naming `name` (\"source tokens\", \"labels\") as what holds the ids."
+    try: _plain_check_token_ids(x, vocab)
+    except (TypeError, ValueError) as e: raise type(e)(name + str(e).removeprefix("tokens")) from None
+
+_named_check_token_ids.__wrapped__ = _plain_check_token_ids
+check_token_ids = _named_check_token_ids

@@ -51,26 +51,26 @@ def amp_train_step(model: nn.Module, batches: list[Batch], criterion: nn.Module,
     return loss_sum, total
 
 # %% ../nbs/08_going_big.ipynb #a3c3812c
-def precision_run(dtype: torch.dtype | None, seed: int, steps: int = 600, device=None) -> dict:
+def precision_run(dtype: torch.dtype | None, seed: int, steps: int = 600) -> dict:
     """Chapter 6's copy model and recipe trained for `steps` steps by `amp_train_step` in `dtype` (None: fp32; fp16
     with a `GradScaler`). Returns every step's loss per token, the fp32 loss per token on 1,000 fresh sequences and
     their exact match."""
     torch.manual_seed(seed)                                          # the weights
-    model = make_model(11, 11, N=2, d_model=64, d_ff=256, h=4, dropout=0.0, norm_first=True).to(device)
+    model = make_model(11, 11, N=2, d_model=64, d_ff=256, h=4, dropout=0.0, norm_first=True)
     optimizer, schedule = noam_optimizer(model, 64, factor=0.35, warmup=50)
-    criterion, losses = LabelSmoothing(11, padding_idx=0, smoothing=0.1).to(device), []
-    batches = copy_task_batches(11, 128, generator=torch.Generator().manual_seed(seed), device=device)
-    scaler = torch.amp.GradScaler(torch.device(device or "cpu").type) if dtype == torch.float16 else None
+    criterion, losses = LabelSmoothing(11, padding_idx=0, smoothing=0.1), []
+    batches = copy_task_batches(11, 128, generator=torch.Generator().manual_seed(seed))
+    scaler = torch.amp.GradScaler("cpu") if dtype == torch.float16 else None
     for _ in range(steps):
         loss, n = amp_train_step(model, [next(batches)], criterion, optimizer, dtype, scaler)
         schedule.step()
         losses.append(loss.item() / n)
     fresh = lambda: torch.Generator().manual_seed(10_000 + seed)     # the same 1,000 held-out sequences twice
-    held_out = next(copy_task_batches(11, 1000, 1, generator=fresh(), device=device))
+    held_out = next(copy_task_batches(11, 1000, 1, generator=fresh()))
     model.eval()
     with torch.no_grad(): held_out_loss = batch_loss(model, held_out, criterion).item() / held_out.ntokens
     return {"losses": losses, "held_out_loss": held_out_loss,
-            "exact_match": copy_task_accuracy(model, 1000, generator=fresh(), device=device)}
+            "exact_match": copy_task_accuracy(model, 1000, generator=fresh())}
 
 
 # %% ../nbs/9d_going_big_measured.ipynb #0d4e3dce
@@ -92,3 +92,29 @@ def precision_curves_run(device: str = "cpu") -> dict | None:
     res = load_result(PRECISION_CURVES[device])
     if res is not None and "runs_by_seed" not in res: res.update(seeds=[0], runs_by_seed={"0": res["runs"]})   # one seed
     return res
+
+# %% ../nbs/9d_going_big_measured.ipynb #4e4e03fc
+_teaching_precision_run = getattr(precision_run, "teaching", precision_run)   # chapter 8's function, CPU only
+
+def _precision_run(dtype: torch.dtype | None, seed: int, steps: int = 600, device=None) -> dict:
+    """Chapter 8's `precision_run` on `device` (None: the CPU): its model, loss, batches and fp16's `GradScaler` made
+    there. Returns every step's loss per token, the fp32 loss per token on 1,000 fresh sequences and their exact match."""
+    torch.manual_seed(seed)                                          # the weights
+    model = make_model(11, 11, N=2, d_model=64, d_ff=256, h=4, dropout=0.0, norm_first=True).to(device)
+    optimizer, schedule = noam_optimizer(model, 64, factor=0.35, warmup=50)
+    criterion, losses = LabelSmoothing(11, padding_idx=0, smoothing=0.1).to(device), []
+    batches = copy_task_batches(11, 128, generator=torch.Generator().manual_seed(seed), device=device)
+    scaler = torch.amp.GradScaler(torch.device(device or "cpu").type) if dtype == torch.float16 else None
+    for _ in range(steps):
+        loss, n = amp_train_step(model, [next(batches)], criterion, optimizer, dtype, scaler)
+        schedule.step()
+        losses.append(loss.item() / n)
+    fresh = lambda: torch.Generator().manual_seed(10_000 + seed)     # the same 1,000 held-out sequences twice
+    held_out = next(copy_task_batches(11, 1000, 1, generator=fresh(), device=device))
+    model.eval()
+    with torch.no_grad(): held_out_loss = batch_loss(model, held_out, criterion).item() / held_out.ntokens
+    return {"losses": losses, "held_out_loss": held_out_loss,
+            "exact_match": copy_task_accuracy(model, 1000, generator=fresh(), device=device)}
+
+_precision_run.teaching = _teaching_precision_run
+precision_run = _precision_run

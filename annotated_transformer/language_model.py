@@ -101,7 +101,7 @@ def generate(model: LanguageModel, prompt: Tensor, max_new_tokens: int, temperat
     check_sampling(temperature, top_k)
     if prompt.dim() != 2 or prompt.size(1) < 1: raise ValueError(f"prompt must be (batch, t) ids with t >= 1, got shape {tuple(prompt.shape)}.")
     if max_new_tokens < 0: raise ValueError(f"max_new_tokens must be >= 0, got {max_new_tokens}.")
-    check_token_ids(prompt, model.config["src_vocab"], "prompt")
+    check_token_ids(prompt, model.embed.embed.vocab)                    # the ids its embedding table holds
     context, (B, t) = model.config["context"], prompt.shape
     was_training = model.training
     model.eval()

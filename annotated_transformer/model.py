@@ -161,11 +161,11 @@ class Classifier(nn.Module):
 
 # %% ../nbs/10_classification.ipynb #aba9ce6a
 def make_classifier(vocab: int, n_classes: int = 2, N: int = 2, d_model: int = 128, d_ff: int = 512, h: int = 4,
-                    dropout: float = 0.1, *, pool: str = "mean", norm_first: bool = True, max_len: int = 512) -> Classifier:
-    """An encoder-only classifier built from `make_model`'s parts: `N` `EncoderLayer`s (pre-norm by default, as GPT-2),
-    pooling (`Classifier`), and a linear head. `max_len`: the longest input in tokens."""
+                    dropout: float = 0.1, *, pool: str = "mean", max_len: int = 512) -> Classifier:
+    """An encoder-only classifier built from `make_model`'s parts: `N` pre-norm `EncoderLayer`s (as GPT-2), pooling
+    (`Classifier`), and a linear head. `max_len`: the longest input in tokens."""
     layer = EncoderLayer(d_model, MultiHeadedAttention(h, d_model, dropout), PositionwiseFeedForward(d_model, d_ff, dropout),
-                         dropout, norm_first)
+                         dropout, norm_first=True)
     model = Classifier(InputEmbedding(Embeddings(d_model, vocab), PositionalEncoding(d_model, dropout, max_len)),
                        Encoder(layer, N), Generator(d_model, n_classes), pool)
     init_weights(model, [model.embed.embed.lut], d_model)
@@ -192,15 +192,15 @@ class LanguageModel(nn.Module):
         return [{"self": KVCache()} for _ in self.decoder.layers]
 
 def make_language_model(vocab: int, N: int = 4, d_model: int = 128, d_ff: int = 512, h: int = 4,
-                        dropout: float = 0.0, *, context: int = 256, norm_first: bool = True) -> LanguageModel:
-    """A decoder-only language model: `N` causal `EncoderLayer`s (pre-norm by default, as GPT-2), the generator on
-    top. `context`: the longest sequence it reads (its training window)."""
+                        dropout: float = 0.0, *, context: int = 256) -> LanguageModel:
+    """A decoder-only language model: `N` causal pre-norm `EncoderLayer`s (as GPT-2), the generator on top.
+    `context`: the longest sequence it reads (its training window)."""
     layer = EncoderLayer(d_model, MultiHeadedAttention(h, d_model, dropout), PositionwiseFeedForward(d_model, d_ff, dropout),
-                         dropout, norm_first)
+                         dropout, norm_first=True)
     model = LanguageModel(InputEmbedding(Embeddings(d_model, vocab), PositionalEncoding(d_model, dropout, context)),
                           Encoder(layer, N), Generator(d_model, vocab))
     init_weights(model, [model.embed.embed.lut], d_model)
-    model.config = dict(src_vocab=vocab, context=context)                # what `generate` reads
+    model.config = dict(context=context)                                 # what `generate` reads
     return model
 
 # %% ../nbs/91_tasks.ipynb #c91mk02
@@ -287,11 +287,14 @@ _teaching_make_classifier = getattr(make_classifier, "teaching", make_classifier
 def _make_classifier(vocab: int, n_classes: int = 2, N: int = 2, d_model: int = 128, d_ff: int = 512, h: int = 4,
                      dropout: float = 0.1, *, pool: str = "mean", norm_first: bool = True, max_len: int = 512,
                      positional: str = "sinusoidal", embed_init: str = "normal") -> Classifier:
-    """Chapter 10's `make_classifier` with `make_model`'s `positional` ("sinusoidal" | "learned") and `embed_init`
-    ("normal" | "xavier"), all its arguments recorded in `model.config`; with the defaults, chapter 10's model drawn alike."""
-    model = _teaching_make_classifier(vocab, n_classes, N, d_model, d_ff, h, dropout, pool=pool,
-                                      norm_first=norm_first, max_len=max_len)
-    if (positional, embed_init) != ("sinusoidal", "normal"):   # drawn again, as make_model draws these options
+    """Chapter 10's `make_classifier` (pre-norm) with `make_model`'s `norm_first`, `positional` ("sinusoidal" |
+    "learned") and `embed_init` ("normal" | "xavier"), all its arguments recorded in `model.config`; with the
+    defaults, chapter 10's model drawn alike."""
+    model = _teaching_make_classifier(vocab, n_classes, N, d_model, d_ff, h, dropout, pool=pool, max_len=max_len)
+    if not norm_first:                                         # post-norm layers: the stack built again
+        model.encoder = Encoder(EncoderLayer(d_model, MultiHeadedAttention(h, d_model, dropout),
+                                             PositionwiseFeedForward(d_model, d_ff, dropout), dropout, norm_first=False), N)
+    if (norm_first, positional, embed_init) != (True, "sinusoidal", "normal"):   # drawn again, as make_model draws these options
         model.embed.position = _position(positional, d_model, dropout, max_len)
         init_weights(model, [model.embed.embed.lut], d_model, embed_init)
     model.config = dict(kind="classifier", src_vocab=vocab, tgt_vocab=n_classes, N=N, d_model=d_model, d_ff=d_ff, h=h,
@@ -310,11 +313,15 @@ def _make_language_model(vocab: int, N: int = 4, d_model: int = 128, d_ff: int =
                          dropout: float = 0.0, *, context: int = 256, norm_first: bool = True,
                          tie_embeddings: bool = False, positional: str = "sinusoidal",
                          embed_init: str = "normal") -> LanguageModel:
-    """Chapter 11's `make_language_model` with `make_model`'s `tie_embeddings`, `positional` ("sinusoidal" | "learned")
-    and `embed_init` ("normal" | "xavier"), recorded in `model.config`; with the defaults, chapter 11's model drawn alike."""
+    """Chapter 11's `make_language_model` with `make_model`'s `norm_first` (False: chapter 4's post-norm layers),
+    `tie_embeddings`, `positional` ("sinusoidal" | "learned") and `embed_init` ("normal" | "xavier"), recorded in
+    `model.config`; with the defaults, chapter 11's model drawn alike."""
     position = _position(positional, d_model, dropout, context)                 # checks `positional` before drawing
-    model = _teaching_make_language_model(vocab, N, d_model, d_ff, h, dropout, context=context, norm_first=norm_first)
-    if (positional, embed_init) != ("sinusoidal", "normal"):   # drawn again, as make_model draws these options
+    model = _teaching_make_language_model(vocab, N, d_model, d_ff, h, dropout, context=context)
+    if not norm_first:                                                          # post-norm layers in place of pre-norm
+        model.decoder = Encoder(EncoderLayer(d_model, MultiHeadedAttention(h, d_model, dropout),
+                                             PositionwiseFeedForward(d_model, d_ff, dropout), dropout, norm_first=False), N)
+    if (positional, embed_init, norm_first) != ("sinusoidal", "normal", True):   # drawn again, as make_model draws these
         model.embed.position = position
         init_weights(model, [model.embed.embed.lut], d_model, embed_init)
     if tie_embeddings: model.generator.proj.weight = model.embed.embed.lut.weight   # after the draw, as make_model ties

@@ -49,7 +49,7 @@ class PositionalEncoding(nn.Module):
     def forward(self, x: Tensor) -> Tensor:
         "`x` `(batch, seq, d_model)` -> same shape; `x[:, j]` gets position `j`."
         _check_length(x.size(1), self.max_len)
-        return self.dropout(x + self.pe[:, :x.size(1)].to(x.dtype))   # (1, seq, d_model) broadcasts over batch
+        return self.dropout(x + self.pe[:, :x.size(1)])   # (1, seq, d_model) broadcasts over batch
 
 # %% ../nbs/02_positional_encoding.ipynb #8897b3ba
 class LearnedPositionalEmbedding(nn.Module):

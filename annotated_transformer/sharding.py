@@ -28,7 +28,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from .model import make_model
 
 # %% auto #0
-__all__ = ['FRESH_STORE', 'DEMO', 'shard_units', 'shard_model', 'is_sharded', 'gathered', 'state_bytes', 'save_shards', 'load_shards', 'consolidate_shards', 'join_process_group', 'demo_train', 'SHARDS', 'SHARDED_STATE', 'save_sharded', 'is_sharded_checkpoint', 'load_sharded', 'consolidate', 'run_shard_units', 'shard_model_for_run']
+__all__ = ['FRESH_STORE', 'DEMO', 'shard_units', 'shard_model', 'is_sharded', 'gathered', 'state_bytes', 'save_shards', 'load_shards', 'consolidate_shards', 'join_process_group', 'demo_model', 'demo_train', 'SHARDS', 'SHARDED_STATE', 'save_sharded', 'is_sharded_checkpoint', 'load_sharded', 'consolidate', 'run_shard_units', 'shard_model_for_run']
 
 # %% ../nbs/08_sharding.ipynb #46c857b9
 def shard_units(model: nn.Module) -> list[nn.Module]:
@@ -99,7 +99,7 @@ def consolidate_shards(folder: str | Path, model: nn.Module) -> nn.Module:
     return model
 
 # %% ../nbs/08_sharding.ipynb #cbfbe14d
-def join_process_group(backend: str | None = None, timeout: timedelta = timedelta(minutes=10)) -> tuple[int, int]:
+def join_process_group(backend: str | None = None) -> tuple[int, int]:
     """`init_process_group` for a process started by `torchrun` (or with RANK, WORLD_SIZE, MASTER_ADDR and
     MASTER_PORT set). Under `torchrun --max-restarts N` it refuses to start unless each restart gets a fresh
     rendezvous store (below). `backend`: default nccl with GPUs (call `torch.cuda.set_device(LOCAL_RANK)` first),
@@ -110,7 +110,7 @@ def join_process_group(backend: str | None = None, timeout: timedelta = timedelt
             raise ValueError(f"torchrun may restart these processes (--max-restarts) and keeps its rendezvous store across "
                              f"restarts, with the dead processes' keys; launch it with {FRESH_STORE}=1 and --standalone or "
                              f"--rdzv-backend c10d.")
-        dist.init_process_group(backend or ("nccl" if torch.cuda.is_available() else "gloo"), timeout=timeout)
+        dist.init_process_group(backend or ("nccl" if torch.cuda.is_available() else "gloo"), timeout=timedelta(minutes=10))
     return dist.get_rank(), dist.get_world_size()
 
 FRESH_STORE = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"   # torchrun's switch: a new rendezvous store at every restart
@@ -129,12 +129,16 @@ def _gather_for_check(out: Path, model: nn.Module, opt: torch.optim.Optimizer, r
 
 
 # %% ../nbs/08_sharding.ipynb #c82demo1
-DEMO = dict(vocab=32, seq_len=12, N=2, d_model=64, d_ff=128, h=4)   # demo_train's model and sequences
+DEMO = dict(vocab=32, seq_len=12, N=2, d_model=64, d_ff=128, h=4, lr=1e-3)   # demo_train's model, sequences, Adam's lr
+
+def demo_model() -> nn.Module:
+    "`demo_train`'s model: `DEMO`'s sizes, no dropout, its weights drawn from the current seed."
+    return make_model(DEMO["vocab"], DEMO["vocab"], **{k: DEMO[k] for k in ("N", "d_model", "d_ff", "h")}, dropout=0.0)
 
 # %% ../nbs/08_sharding.ipynb #b0d9f0de
 def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: int = 8, save: str | None = None,
-               lr: float = 1e-3, eps: float = 1e-8) -> dict:
-    """Train a small copy-task model for `steps` Adam steps on fixed global batches of `batch_size` sequences, in one
+               eps: float = 1e-8) -> dict:
+    """Train `demo_model()` for `steps` Adam steps on fixed global batches of `batch_size` sequences, in one
     process (`mode="single"`) or, under `torchrun`, each of P ranks on its `batch_size / P` rows (`"ddp"`, `"fsdp"`).
     Writes `out/rank<r>.json` (the batch's loss per token at each step, this rank's bytes of state before the last
     step; returned too); rank 0 gathers weights and Adam's moments into `out/*.safetensors`. `save`: a folder for
@@ -143,11 +147,10 @@ def demo_train(out: str | Path, mode: str = "fsdp", steps: int = 3, batch_size: 
     out = Path(out); out.mkdir(parents=True, exist_ok=True)
     rank, world = join_process_group("gloo") if mode != "single" else (0, 1)
     if batch_size % world: raise ValueError(f"batch_size={batch_size} must be a multiple of the {world} processes.")
-    vocab, seq_len, sizes = DEMO["vocab"], DEMO["seq_len"], {k: DEMO[k] for k in ("N", "d_model", "d_ff", "h")}
-    torch.manual_seed(0)                                   # the same initial weights on every rank
-    model = make_model(vocab, vocab, **sizes, dropout=0.0)
+    vocab, seq_len = DEMO["vocab"], DEMO["seq_len"]
+    torch.manual_seed(0); model = demo_model()            # the same initial weights on every rank
     model = shard_model(model) if mode == "fsdp" else DDP(model) if mode == "ddp" else model
-    opt, crit = torch.optim.Adam(model.parameters(), lr=lr, eps=eps), LabelSmoothing(vocab, 0, 0.0)
+    opt, crit = torch.optim.Adam(model.parameters(), lr=DEMO["lr"], eps=eps), LabelSmoothing(vocab, 0, 0.0)
     held = {}                                              # bytes held just before an optimizer step
     opt.register_step_pre_hook(lambda o, args, kwargs: held.update(state_bytes(model, o)))
     rows = slice(rank * batch_size // world, (rank + 1) * batch_size // world)   # this rank's part of each batch

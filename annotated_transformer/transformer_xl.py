@@ -170,7 +170,7 @@ def generate_xl(model: TransformerXL, prompt: Tensor, max_new_tokens: int, tempe
     memory, which keeps the last `mem_len` states per layer, so the text may grow past the training segment.
     Returns `(b, t + max_new_tokens)`."""
     check_sampling(temperature, top_k)
-    check_token_ids(prompt, model.config["src_vocab"], "prompt")
+    check_token_ids(prompt, model.config["src_vocab"])
     was = model.training
     model.eval()
     try:

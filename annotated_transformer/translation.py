@@ -89,36 +89,35 @@ class Multi30k(Multi30kSettings):
             sampler.set_epoch(epoch)
             for b in sampler.batches(): yield Batch(*collate([examples[i] for i in b]), PAD)
 
-    def evaluate(self, model: EncoderDecoder, pairs: Sequence[tuple[str, str]] | None = None, beam: int = 1,
-                 length_penalty: float = 0.6, device=None) -> dict:
-        "BLEU of the translations (greedy, or a beam of `beam`) of `pairs` (default: the validation pairs)."
+    def evaluate(self, model: EncoderDecoder, pairs: Sequence[tuple[str, str]] | None = None) -> dict:
+        "BLEU of the greedy translations of `pairs` (default: the validation pairs)."
         pairs = self.eval_pairs if pairs is None else pairs
-        hyps = translate(model, self.tokenizer, [de for de, _ in pairs], beam=beam, device=device, length_penalty=length_penalty)
-        return {**bleu(hyps, [en for _, en in pairs]), "n": len(pairs), "beam": beam}
+        hyps = translate(model, self.tokenizer, [de for de, _ in pairs])
+        return {**bleu(hyps, [en for _, en in pairs]), "n": len(pairs), "beam": 1}
 
 
 # %% ../nbs/09_translation.ipynb #18d15565
 @torch.no_grad()
 def translate(model: EncoderDecoder, tokenizer: Tokenizer, sentences: Sequence[str], beam: int = 1,
-              max_len: int | None = None, device=None, batch_size: int = 64, length_penalty: float = 0.6) -> list[str]:
+              max_len: int | None = None) -> list[str]:
     """Translate `sentences` with greedy decoding (`beam=1`) or beam search (`beam>1`). `max_len`: output tokens
     at most (default: source tokens + 50), no more than the model's positional table. Returns one string per
-    sentence, in order."""
+    sentence, in order; 64 sentences at a time, on the model's device."""
     if beam < 1: raise ValueError(f"beam must be >= 1 (1 is greedy decoding), got {beam}.")
     if isinstance(sentences, str): sentences = [sentences]
-    device = device if device is not None else next(model.parameters()).device
+    device, table = next(model.parameters()).device, model.tgt_embed.position.max_len   # positions it knows
     was_training, out = model.training, []
     model.eval()
     try:
-        for i in range(0, len(sentences), batch_size):
-            src = pad_sequences(encode_batch(tokenizer, sentences[i:i + batch_size])).to(device)   # (b, S)
+        for i in range(0, len(sentences), 64):
+            src = pad_sequences(encode_batch(tokenizer, sentences[i:i + 64])).to(device)   # (b, S)
             src_mask = (src != PAD).unsqueeze(-2)                                                  # (b, 1, S)
             limit = max_len if max_len is not None else src.size(1) + 50
-            if limit > (table := model.config.get("max_len", limit)):                            # positions it knows
+            if limit > table:
                 raise ValueError(f"max_len={limit} is beyond the model's positional table of {table}; ask for at most {table}.")
             if beam == 1: ys = cached_greedy_decode(model, src, src_mask, limit, BOS, EOS).cpu()  # (b, <= limit)
             else: ys = [beam_search_one(model, s[s != PAD][None], max_len or int((s != PAD).sum()) + 50, BOS, EOS,
-                                        beam, length_penalty)[0] for s in src]                     # one source (1, S) at a time
+                                        beam)[0] for s in src]                     # one source (1, S) at a time
             out += decode_batch(tokenizer, ys)
     finally:
         model.train(was_training)
@@ -185,7 +184,8 @@ MULTI30K_RUN_PRESETS = {"tiny": dict(max_steps=200, eval_every=100, eval_size=10
 def fast_translate(model: EncoderDecoder, tokenizer: Tokenizer, sentences: Sequence[str], beam: int = 1,
                    max_len: int | None = None, device=None, batch_size: int = 64, length_penalty: float = 0.6) -> list[str]:
     """`translate` with the batched decoders of appendix 9b: `fast_greedy_decode`, or `beam_search` over a whole batch
-    (outputs stop at most 50 tokens past the batch's longest source). The same arguments; one string per sentence."""
+    (outputs stop at most 50 tokens past the batch's longest source). `translate`'s arguments, with `device`, `batch_size` and
+    beam search's `length_penalty` added; one string per sentence."""
     if beam < 1: raise ValueError(f"beam must be >= 1 (1 is greedy decoding), got {beam}.")
     if isinstance(sentences, str): sentences = [sentences]
     device = device if device is not None else next(model.parameters()).device

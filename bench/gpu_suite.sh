@@ -20,8 +20,9 @@
 # Needs: the package importable (PYTHONPATH), nbdev for the notebooks, transformers for decode and loaders. A machine
 # without nbdev takes it as wheels: `pip download --no-deps --only-binary=:all: --python-version 3.12 ... -d .whl`
 # of nbdev, execnb, fastcore, fastgit, ghapi, fastspec, fasttransport, httpx2, httpcore2, truststore, asttokens,
-# astunparse, six, wheel, watchdog, ipython 8 and its dependencies, then there `pip install --no-index --no-deps
+# astunparse, six, wheel, watchdog, ipython 8 and its dependencies, then there `python3 -m pip install --no-index --no-deps
 # --target /tmp/site .whl/*.whl` and PYTHONPATH=/tmp/site:$PWD PATH=/tmp/site/bin:$PATH.
+# (`python3 -m pip`, not `pip`: on the H200 image a plain `pip` belongs to another Python, whose scripts then miss packages.)
 set -uo pipefail
 DATA=${1:?usage: gpu_suite.sh DATA [OUT]}
 OUTDIR=${2:-bench/results}

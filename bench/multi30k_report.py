@@ -33,15 +33,16 @@ from copy_task import machine, slug  # noqa: E402  (the same machine description
 from annotated_transformer.checkpoint import load_config, resolve_checkpoint  # noqa: E402
 from annotated_transformer.cli import average, snapshots  # noqa: E402
 from annotated_transformer.data import PAD, encode_pairs, load_multi30k, translation_loader  # noqa: E402
-from annotated_transformer.run import evaluate  # noqa: E402
+from annotated_transformer.run import evaluate, run_recipe  # noqa: E402
 from annotated_transformer.translation import fast_translate, load_translator  # noqa: E402
 from annotated_transformer.training import Batch, LabelSmoothing, run_epoch  # noqa: E402
 
 
-def validation_loss(checkpoint: Path, pairs: list[tuple[str, str]], max_tokens: int = 4096) -> dict:
+def validation_loss(checkpoint: Path, pairs: list[tuple[str, str]], max_tokens: int = 4096, device: str = "cpu") -> dict:
     "Per-token cross-entropy (nats) and perplexity of `checkpoint` on `pairs`, teacher-forced, padding excluded."
-    model, tok = load_translator(checkpoint, "cpu")
-    batches = (Batch(src, tgt, PAD) for src, tgt in translation_loader(encode_pairs(tok, pairs), max_tokens, shuffle=False))
+    model, tok = load_translator(checkpoint, device)
+    batches = (Batch(src.to(device), tgt.to(device), PAD)
+               for src, tgt in translation_loader(encode_pairs(tok, pairs), max_tokens, shuffle=False))
     nll = LabelSmoothing(tok.get_vocab_size(), PAD, smoothing=0.0)    # no smoothing: the plain cross-entropy
     loss, _ = run_epoch(batches, model, nll, mode="eval", progress=False)
     return {"val_loss": loss, "val_ppl": math.exp(loss)}
@@ -69,6 +70,7 @@ def main(argv: list[str] | None = None) -> dict:
     p.add_argument("--log", nargs="*", default=[], help="older runs without metrics.jsonl: stderr logs with 'step N: loss X' lines")
     p.add_argument("--average", type=int, default=5, help="average the last K snapshots (default 5)")
     p.add_argument("--beam", type=int, default=4, help="beam size of the beam-search scores (default 4)")
+    p.add_argument("--device", default="cpu", help="where to evaluate: cpu (default) or cuda")
     p.add_argument("--out", help="JSON file (default: bench/results/multi30k-<preset>-<machine>.json)")
     args = p.parse_args(argv)
     run = Path(args.run)
@@ -86,7 +88,7 @@ def main(argv: list[str] | None = None) -> dict:
         cfg = load_config(s)
         m = cfg.get("metrics") or {}
         row = {"step": cfg["step"], "val_bleu_greedy": m.get("bleu") if m.get("split") == "val" else None,
-               "train_loss": losses.get(cfg["step"]), **validation_loss(s, val)}
+               "train_loss": losses.get(cfg["step"]), **validation_loss(s, val, device=args.device)}
         curve.append(row)
         print(json.dumps(row), flush=True)
 
@@ -96,11 +98,11 @@ def main(argv: list[str] | None = None) -> dict:
     for name, ckpt in (("final", run), (f"average_last_{args.average}", averaged)):
         for split in ("val", "test2016"):
             for beam in (1, args.beam):
-                r = evaluate(ckpt, device="cpu", data_dir=data_dir, split=split, beam=beam)
+                r = evaluate(ckpt, device=args.device, data_dir=data_dir, split=split, beam=beam)
                 scores[f"{name}/{split}/beam{beam}"] = {k: r[k] for k in ("bleu", "precisions", "bp", "signature")}
                 print(f"{name:>18} {split:>9} beam {beam}: BLEU {r['bleu']:.2f}", flush=True)
 
-    model, tok = load_translator(averaged, "cpu")
+    model, tok = load_translator(averaged, args.device)
     test = load_multi30k("test2016", data_dir)
     hyps = fast_translate(model, tok, [d for d, _ in test], beam=args.beam)
     sent = [sacrebleu.sentence_bleu(h, [e]).score for h, (_, e) in zip(hyps, test)]
@@ -116,7 +118,7 @@ def main(argv: list[str] | None = None) -> dict:
     state = json.loads((resolve_checkpoint(run) / "train_state.json").read_text())
     result = {
         "benchmark": "Multi30k German->English: learning curve, sacreBLEU, checkpoint averaging",
-        "machine": machine(), "preset": task["preset"], "task": task,
+        "machine": machine(), "preset": task["preset"], "seed": (run_recipe(run) or {}).get("seed"), "task": task,
         "model": load_config(run)["model"], "steps": load_config(run)["step"],
         "train_seconds": state["state"]["seconds"],
         "snapshots": [s.name for s in snaps], "averaged": [s.name for s in snaps[-args.average:]],

@@ -1,7 +1,8 @@
 """The copy task's loss curve in fp32, TF32, bf16 and fp16 (with a GradScaler), from the same weights and batches.
 
-Chapter 8's `precision_run`: chapter 6's copy task (vocabulary 11, 10 tokens, N 2, d_model 64, batch 128, its recipe)
-trained for `--steps` optimizer steps by `amp_train_step` in each precision, recording every step's loss per token.
+Chapter 8's `precision_run` (the package's, from appendix 9d, which also takes a device): chapter 6's copy task
+(vocabulary 11, 10 tokens, N 2, d_model 64, batch 128, its recipe) trained for `--steps` optimizer steps by
+`amp_train_step` in each precision, recording every step's loss per token.
 Each run ends with the fp32 loss per token on 1,000 fresh sequences and the exact match of greedy decoding on them. The curves are compared with fp32's
 step by step, as the mean of |loss - loss_fp32| over windows of 50 steps relative to fp32's mean in the window.
 A seed draws both the weights and the batches, the same for every precision. With one seed the JSON holds
@@ -42,7 +43,7 @@ def curve(precision: str, steps: int, device: str, seed: int = 0) -> dict:
     RecordingScaler.last = None
     t0 = time.perf_counter()
     with mock.patch.object(torch.amp, "GradScaler", RecordingScaler):   # precision_run makes fp16's scaler: ours
-        run = precision_run(None if precision in ("fp32", "tf32") else PRECISIONS[precision], seed, steps, device)
+        run = precision_run(None if precision in ("fp32", "tf32") else PRECISIONS[precision], seed, steps, device=device)
     scaler = RecordingScaler.last
     seconds = time.perf_counter() - t0        # training and the final evaluation
     if device == "cuda": torch.backends.cuda.matmul.allow_tf32 = torch.backends.cudnn.allow_tf32 = False
