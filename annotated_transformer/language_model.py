@@ -19,7 +19,7 @@ import numpy as np
 import torch
 from torch import nn, Tensor
 
-from .embeddings import check_token_ids, id_checks_off
+from .embeddings import check_token_ids
 from .model import LanguageModel, make_language_model, cached_length
 from .training import Batch, unwrap_model
 from .decoding import pick_next, check_sampling
@@ -78,13 +78,12 @@ def corpus_loss(model: LanguageModel, data: Tensor, context: int, batch_size: in
                         f"validation part is the last 10%) or a model with a shorter context.")
     total, chars = 0.0, 0
     try:
-        with id_checks_off(model):
-            for s in range(0, count, batch_size):
-                starts = torch.arange(s, min(count, s + batch_size)) * context
-                win = data[starts[:, None] + torch.arange(context + 1)].to(device)
-                logp = model.generator(model(win[:, :-1])).float()              # (b, context, vocab)
-                total += float(nn.functional.nll_loss(logp.reshape(-1, logp.size(-1)), win[:, 1:].reshape(-1), reduction="sum"))
-                chars += win[:, 1:].numel()
+        for s in range(0, count, batch_size):
+            starts = torch.arange(s, min(count, s + batch_size)) * context
+            win = data[starts[:, None] + torch.arange(context + 1)].to(device)
+            logp = model.generator(model(win[:, :-1])).float()              # (b, context, vocab)
+            total += float(nn.functional.nll_loss(logp.reshape(-1, logp.size(-1)), win[:, 1:].reshape(-1), reduction="sum"))
+            chars += win[:, 1:].numel()
     finally:
         model.train(was_training)
     return total / max(chars, 1), chars
@@ -109,16 +108,15 @@ def generate(model: LanguageModel, prompt: Tensor, max_new_tokens: int, temperat
     cache = model.new_cache() if use_cache else None
     new = prompt[:, -context:]                                             # what the next step feeds
     try:
-        with id_checks_off(model):                                           # the prompt is checked; ids drawn are valid
-            for pos in range(t, t + max_new_tokens):                         # step writes ys[:, pos]
-                if use_cache:
-                    if cached_length(cache) + new.size(1) > context:         # the window is full: start again
-                        cache, new = model.new_cache(), ys[:, max(0, pos - max(1, context // 2)):pos]
-                    out = model(new, cache)                                  # (batch, new, d_model)
-                else:
-                    out = model(ys[:, max(0, pos - context):pos])            # (batch, <= context, d_model)
-                ys[:, pos] = pick_next(model.generator(out[:, -1]), temperature, top_k, generator)   # (batch,)
-                new = ys[:, pos:pos + 1]
+        for pos in range(t, t + max_new_tokens):                         # step writes ys[:, pos]
+            if use_cache:
+                if cached_length(cache) + new.size(1) > context:         # the window is full: start again
+                    cache, new = model.new_cache(), ys[:, max(0, pos - max(1, context // 2)):pos]
+                out = model(new, cache)                                  # (batch, new, d_model)
+            else:
+                out = model(ys[:, max(0, pos - context):pos])            # (batch, <= context, d_model)
+            ys[:, pos] = pick_next(model.generator(out[:, -1]), temperature, top_k, generator)   # (batch,)
+            new = ys[:, pos:pos + 1]
     finally:
         model.train(was_training)
     return ys
@@ -156,6 +154,22 @@ def _text_batch_loss(self: TextBatch, model: nn.Module, criterion: nn.Module) ->
 
 _text_batch_loss.teaching = _teaching_text_loss
 TextBatch.loss = _text_batch_loss
+
+# %% ../nbs/9h_language_model_runs.ipynb #e3478202
+from annotated_transformer.embeddings import id_checks_off
+_teaching_generate = getattr(generate, "teaching", generate)                  # chapter 11's functions
+_teaching_corpus_loss = getattr(corpus_loss, "teaching", corpus_loss)
+
+def _generate(model: LanguageModel, prompt: Tensor, *args, **kwargs) -> Tensor:
+    "Chapter 11's `generate` (same arguments), the embeddings' per-step id checks off: the prompt is checked first."
+    with id_checks_off(model): return _teaching_generate(model, prompt, *args, **kwargs)
+
+def _corpus_loss(model: LanguageModel, data: Tensor, *args, **kwargs) -> tuple[float, int]:
+    "Chapter 11's `corpus_loss` (same arguments), the embeddings' per-call id checks off."
+    with id_checks_off(model): return _teaching_corpus_loss(model, data, *args, **kwargs)
+
+_generate.teaching, _corpus_loss.teaching = _teaching_generate, _teaching_corpus_loss
+generate, corpus_loss = _generate, _corpus_loss
 
 # %% ../nbs/9h_language_model_runs.ipynb #3b429adf
 #: preset -> settings of a character language-model task (model = `make_language_model`'s arguments but the vocabulary)

@@ -89,11 +89,10 @@ class Multi30k(Multi30kSettings):
             sampler.set_epoch(epoch)
             for b in sampler.batches(): yield Batch(*collate([examples[i] for i in b]), PAD)
 
-    def evaluate(self, model: EncoderDecoder, pairs: Sequence[tuple[str, str]] | None = None) -> dict:
-        "BLEU of the greedy translations of `pairs` (default: the validation pairs)."
-        pairs = self.eval_pairs if pairs is None else pairs
-        hyps = translate(model, self.tokenizer, [de for de, _ in pairs])
-        return {**bleu(hyps, [en for _, en in pairs]), "n": len(pairs), "beam": 1}
+    def evaluate(self, model: EncoderDecoder) -> dict:
+        "BLEU of the greedy translations of the validation pairs."
+        hyps = translate(model, self.tokenizer, [de for de, _ in self.eval_pairs])
+        return {**bleu(hyps, [en for _, en in self.eval_pairs]), "n": len(self.eval_pairs), "beam": 1}
 
 
 # %% ../nbs/09_translation.ipynb #18d15565
