@@ -284,6 +284,11 @@ EncoderDecoder.forward, EncoderDecoder.decode = _causal_forward, _causal_decode
 # %% ../nbs/9g_classification_runs.ipynb #c9gmk02
 _teaching_make_classifier = getattr(make_classifier, "teaching", make_classifier)   # chapter 10's function
 
+def _post_norm_stack(N: int, d_model: int, d_ff: int, h: int, dropout: float) -> Encoder:
+    "`N` of chapter 4's post-norm `EncoderLayer`s: what the library's builders put in place of a chapter's pre-norm stack."
+    return Encoder(EncoderLayer(d_model, MultiHeadedAttention(h, d_model, dropout), PositionwiseFeedForward(d_model, d_ff, dropout),
+                                dropout, norm_first=False), N)
+
 def _make_classifier(vocab: int, n_classes: int = 2, N: int = 2, d_model: int = 128, d_ff: int = 512, h: int = 4,
                      dropout: float = 0.1, *, pool: str = "mean", norm_first: bool = True, max_len: int = 512,
                      positional: str = "sinusoidal", embed_init: str = "normal") -> Classifier:
@@ -291,9 +296,7 @@ def _make_classifier(vocab: int, n_classes: int = 2, N: int = 2, d_model: int = 
     "learned") and `embed_init` ("normal" | "xavier"), all its arguments recorded in `model.config`; with the
     defaults, chapter 10's model drawn alike."""
     model = _teaching_make_classifier(vocab, n_classes, N, d_model, d_ff, h, dropout, pool=pool, max_len=max_len)
-    if not norm_first:                                         # post-norm layers: the stack built again
-        model.encoder = Encoder(EncoderLayer(d_model, MultiHeadedAttention(h, d_model, dropout),
-                                             PositionwiseFeedForward(d_model, d_ff, dropout), dropout, norm_first=False), N)
+    if not norm_first: model.encoder = _post_norm_stack(N, d_model, d_ff, h, dropout)   # the stack built again
     if (norm_first, positional, embed_init) != (True, "sinusoidal", "normal"):   # drawn again, as make_model draws these options
         model.embed.position = _position(positional, d_model, dropout, max_len)
         init_weights(model, [model.embed.embed.lut], d_model, embed_init)
@@ -318,9 +321,7 @@ def _make_language_model(vocab: int, N: int = 4, d_model: int = 128, d_ff: int =
     `model.config`; with the defaults, chapter 11's model drawn alike."""
     position = _position(positional, d_model, dropout, context)                 # checks `positional` before drawing
     model = _teaching_make_language_model(vocab, N, d_model, d_ff, h, dropout, context=context)
-    if not norm_first:                                                          # post-norm layers in place of pre-norm
-        model.decoder = Encoder(EncoderLayer(d_model, MultiHeadedAttention(h, d_model, dropout),
-                                             PositionwiseFeedForward(d_model, d_ff, dropout), dropout, norm_first=False), N)
+    if not norm_first: model.decoder = _post_norm_stack(N, d_model, d_ff, h, dropout)   # in place of pre-norm (appendix 9g)
     if (positional, embed_init, norm_first) != ("sinusoidal", "normal", True):   # drawn again, as make_model draws these
         model.embed.position = position
         init_weights(model, [model.embed.embed.lut], d_model, embed_init)
