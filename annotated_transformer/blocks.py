@@ -151,26 +151,26 @@ DecoderLayer.forward, Decoder.forward = _decoder_layer_forward, _decoder_forward
 from torch.utils.checkpoint import checkpoint
 
 # %% ../nbs/08_going_big.ipynb #e2b30692
-def _stack_forward(self, x: Tensor, *args, cache: list[dict] | None = None, **kwargs) -> Tensor:
+def _stack_forward(self, x: Tensor, *args, cache: list[dict] | None = None) -> Tensor:
     """`Encoder.forward` and `Decoder.forward`: each layer in turn (the other arguments go to every layer), then the
     final norm. While training with `checkpoint_activations`, each layer keeps only its inputs; `cache`: one dict per
     layer (chapter 7), or None."""
     recompute = self.checkpoint_activations and self.training and torch.is_grad_enabled()
     for i, layer in enumerate(self.layers):
         if cache is not None:              # decoding: never recomputed (it would fill the cache twice)
-            x = layer(x, *args, cache=cache[i], **kwargs)
+            x = layer(x, *args, cache=cache[i])
         elif recompute:                    # backward runs the layer's forward pass again
-            x = checkpoint(layer, x, *args, use_reentrant=False, **kwargs)
+            x = checkpoint(layer, x, *args, use_reentrant=False)
         else:
-            x = layer(x, *args, **kwargs)
+            x = layer(x, *args)
     return self.norm(x)
 
 Encoder.forward = Decoder.forward = _stack_forward
 Encoder.checkpoint_activations = Decoder.checkpoint_activations = False   # the package's make_model sets it per model
 
 # %% ../nbs/11_language_model.ipynb #c11enc01
-def _causal_encoder_layer_forward(self, x: Tensor, mask: Tensor | None, cache: dict | None = None,
-                                  is_causal: bool = False) -> Tensor:
+def _causal_encoder_layer_forward(self, x: Tensor, mask: Tensor | None, is_causal: bool = False, *,
+                                  cache: dict | None = None) -> Tensor:
     "`EncoderLayer.forward`; `is_causal` and this layer's `cache` (`{'self': KVCache, ...}`) go to self-attention."
     c_self = None if cache is None else cache["self"]
     x = self.sublayer[0](x, lambda y: self.self_attn(y, y, y, mask, cache=c_self, is_causal=is_causal))
@@ -180,7 +180,7 @@ EncoderLayer.forward = _causal_encoder_layer_forward
 
 # %% ../nbs/9c_training_recipes.ipynb #c9ccaus1
 def _causal_decoder_layer_forward(self, x: Tensor, memory: Tensor, src_mask: Tensor | None, tgt_mask: Tensor | None,
-                                  cache: dict | None = None, is_causal: bool = False) -> Tensor:
+                                  is_causal: bool = False, *, cache: dict | None = None) -> Tensor:
     "Chapter 7's `DecoderLayer.forward`; `is_causal=True` with `tgt_mask=None`: the causal mask, never built."
     c_self, c_src = (None, None) if cache is None else (cache["self"], cache["src"])
     x = self.sublayer[0](x, lambda y: self.self_attn(y, y, y, tgt_mask, cache=c_self, is_causal=is_causal))

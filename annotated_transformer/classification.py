@@ -31,9 +31,9 @@ from .tasks import register_task, task_settings, save_task_settings
 __all__ = ['write_fake_imdb', 'clean_review', 'truncate_ids', 'encode_reviews', 'ClassificationBatch', 'length_batches', 'classify_ids', 'IMDB_PRESETS', 'ImdbTask', 'shipped_imdb_report']
 
 # %% ../nbs/10_classification.ipynb #62982739
-def write_fake_imdb(folder: str | Path, n_train: int = 300, n_test: int = 60, seed: int = 0) -> Path:
+def write_fake_imdb(folder: str | Path, n_train: int = 300, n_test: int = 60) -> Path:
     "A small aclImdb/ folder of made-up reviews: filler words, plus 'excellent' in a positive one, 'dreadful' in a negative one."
-    rng = np.random.default_rng(seed)
+    rng = np.random.default_rng(0)
     filler = "the a film movie plot actor scene story and but it was very this that with of".split()
     root = Path(folder) / "aclImdb"
     for split, n in (("train", n_train), ("test", n_test)):
@@ -82,13 +82,13 @@ def length_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
     return TokenBudgetSampler(list(lengths), max_tokens, shuffle=False).batches()
 
 @torch.no_grad()
-def classify_ids(model: Classifier, examples: Sequence[Sequence[int]], device=None, max_tokens: int = 16384) -> Tensor:
+def classify_ids(model: Classifier, examples: Sequence[Sequence[int]], max_tokens: int = 16384) -> Tensor:
     "Class probabilities `(len(examples), n_classes)` of encoded reviews, in their order, on the CPU."
     out = torch.empty(len(examples), model.head.proj.out_features)
     if not len(examples): return out
     was_training = model.training
     model.eval()
-    device = device or next(model.parameters()).device
+    device = next(model.parameters()).device
     try:
         for b in length_batches([len(e) for e in examples], max_tokens):
             src = pad_sequences([examples[i] for i in b]).to(device)
@@ -235,7 +235,7 @@ class ImdbTask:
             keep = np.sort(np.random.default_rng(0).permutation(len(ids))[:n])
             ids, labels = [ids[i] for i in keep], [labels[i] for i in keep]
         labels = torch.tensor(labels)
-        pred = classify_ids(model, ids, device).argmax(-1)
+        pred = classify_ids(model, ids).argmax(-1)
         correct = int((pred == labels).sum())
         return {"accuracy": correct / len(labels), "correct": correct, "n": len(labels), "split": split}
 

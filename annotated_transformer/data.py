@@ -18,7 +18,7 @@ from torch.utils.data import Sampler
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 # %% auto #0
-__all__ = ['SPECIAL_TOKENS', 'PAD', 'BOS', 'EOS', 'UNK', 'SPACE', 'JOINER', 'merge_pair', 'learn_bpe', 'bpe_encode', 'new_tokenizer', 'joiner_decoder', 'check_tokenizer', 'train_tokenizer', 'encode_batch', 'encode', 'decode', 'decode_batch', 'encode_pairs', 'greedy_batches', 'TokenBudgetSampler', 'pad_sequences', 'collate', 'MULTI30K_COMMIT', 'MULTI30K_URL', 'MULTI30K_SPLITS', 'MULTI30K_SHA256', 'DATA_ENV', 'RESULT_FILES', 'REPOSITORY', 'DataError', 'cache_root', 'multi30k_cache_dir', 'sha256_file', 'download_multi30k', 'read_lines', 'load_multi30k', 'cached_multi30k', 'write_synthetic_multi30k', 'repository_url', 'find_results', 'stored_result', 'load_result', 'balance_batches', 'DropLastTokenBudgetSampler', 'translation_loader', 'save_tokenizer', 'load_tokenizer', 'IMDB_URL', 'IMDB_SHA256', 'IMDB_LABELS', 'imdb_cache_dir', 'load_imdb', 'TINYSHAKESPEARE_URL', 'TINYSHAKESPEARE_SHA256', 'ENWIK8_URL', 'ENWIK8_SIZE', 'ENWIK8_SHA1', 'CORPORA', 'corpus_file', 'load_corpus']
+__all__ = ['SPECIAL_TOKENS', 'PAD', 'BOS', 'EOS', 'UNK', 'SPACE', 'JOINER', 'merge_pair', 'learn_bpe', 'bpe_encode', 'new_tokenizer', 'joiner_decoder', 'check_tokenizer', 'train_tokenizer', 'encode_batch', 'encode', 'decode', 'decode_batch', 'encode_pairs', 'greedy_batches', 'TokenBudgetSampler', 'pad_sequences', 'collate', 'MULTI30K_COMMIT', 'MULTI30K_URL', 'MULTI30K_SPLITS', 'MULTI30K_SHA256', 'DATA_ENV', 'RESULT_FILES', 'REPOSITORY', 'DataError', 'cache_root', 'multi30k_cache_dir', 'sha256_file', 'download_multi30k', 'read_lines', 'load_multi30k', 'cached_multi30k', 'write_synthetic_multi30k', 'repository_url', 'find_results', 'stored_result', 'load_result', 'balance_batches', 'translation_loader', 'save_tokenizer', 'load_tokenizer', 'IMDB_URL', 'IMDB_SHA256', 'IMDB_LABELS', 'imdb_cache_dir', 'load_imdb', 'TINYSHAKESPEARE_URL', 'TINYSHAKESPEARE_SHA256', 'ENWIK8_URL', 'ENWIK8_SIZE', 'ENWIK8_SHA1', 'CORPORA', 'corpus_file', 'load_corpus']
 
 # %% ../nbs/09_data.ipynb #156d201b
 def merge_pair(symbols: list[str], a: str, b: str) -> list[str]:
@@ -141,10 +141,10 @@ class TokenBudgetSampler(Sampler[list[int]]):
     """Batches of example indices, grouped by length, with `len(batch) * max(lengths) <= max_tokens`. `lengths`: one
     per example, or (source, target) pairs (the larger counts). Use it as a `DataLoader`'s `batch_sampler`, call
     `set_epoch(epoch)` before each epoch; `bucket_size=None` sorts all examples at once."""
-    def __init__(self, lengths: Sequence[int] | Sequence[tuple[int, int]] | np.ndarray | Tensor, max_tokens: int,
+    def __init__(self, lengths: Sequence[int] | Sequence[tuple[int, int]] | np.ndarray, max_tokens: int,
                  shuffle: bool = True, seed: int = 0, num_replicas: int = 1, rank: int = 0,
                  bucket_size: int | None = None):
-        lengths = np.asarray(lengths.tolist() if isinstance(lengths, Tensor) else lengths)
+        lengths = np.asarray(lengths)
         if lengths.ndim == 2: lengths = lengths.max(axis=1)                    # (examples, 2) -> the longer side
         _check_sampler_args(lengths, max_tokens, num_replicas, rank, bucket_size)
         self.lengths, self.max_tokens, self.shuffle, self.seed = lengths, int(max_tokens), shuffle, seed
@@ -173,15 +173,15 @@ class TokenBudgetSampler(Sampler[list[int]]):
     def __len__(self) -> int: return len(self.batches())
 
 # %% ../nbs/09_data.ipynb #fea3d8c6
-def pad_sequences(seqs: Sequence[Sequence[int]], pad_id: int = PAD) -> Tensor:
+def pad_sequences(seqs: Sequence[Sequence[int]]) -> Tensor:
     "Right-pad id lists into a `(len(seqs), longest)` LongTensor."
-    out = torch.full((len(seqs), max((len(s) for s in seqs), default=0)), pad_id, dtype=torch.long)
+    out = torch.full((len(seqs), max((len(s) for s in seqs), default=0)), PAD, dtype=torch.long)
     for row, s in zip(out, seqs): row[: len(s)] = torch.as_tensor(s, dtype=torch.long)
     return out
 
-def collate(examples: Sequence[tuple[Sequence[int], Sequence[int]]], pad_id: int = PAD) -> tuple[Tensor, Tensor]:
+def collate(examples: Sequence[tuple[Sequence[int], Sequence[int]]]) -> tuple[Tensor, Tensor]:
     "Pad a list of (src ids, tgt ids) into `src (batch, S)` and `tgt (batch, T)` LongTensors."
-    return pad_sequences([e[0] for e in examples], pad_id), pad_sequences([e[1] for e in examples], pad_id)
+    return pad_sequences([e[0] for e in examples]), pad_sequences([e[1] for e in examples])
 
 # %% ../nbs/9e_data_plumbing.ipynb #36a7904e
 import fnmatch, gzip, hashlib, http.client, json, tarfile, tempfile, time, urllib.error, urllib.request, zipfile, zlib
@@ -539,11 +539,10 @@ def load_result(name: str) -> dict | None:
     return json.loads(path.read_text(encoding="utf-8"))
 
 # %% ../nbs/9e_data_plumbing.ipynb #55ad9b6a
-def balance_batches(batches: list[list[int]], num_replicas: int, drop_last: bool = False) -> list[list[int]]:
-    "Make the number of batches a multiple of `num_replicas`: split the largest batches in two (or drop the extra ones)."
+def balance_batches(batches: list[list[int]], num_replicas: int) -> list[list[int]]:
+    "Make the number of batches a multiple of `num_replicas`: split the largest batches in two."
     r = num_replicas
     if len(batches) % r == 0: return batches
-    if drop_last: return batches[: len(batches) - len(batches) % r]
     while len(batches) % r:
         k = max(range(len(batches)), key=lambda j: len(batches[j]))
         if len(batches[k]) < 2: break
@@ -560,19 +559,6 @@ def _check_sampler_args(lengths: np.ndarray, max_tokens: int, num_replicas: int,
     if not 0 <= rank < num_replicas:
         raise ValueError(f"rank={rank} must be in [0, num_replicas={num_replicas}); pass the process's rank and the world size.")
     if bucket_size is not None and bucket_size < 1: raise ValueError(f"bucket_size={bucket_size} must be positive, or None.")
-
-# %% ../nbs/9e_data_plumbing.ipynb #39178d58
-class DropLastTokenBudgetSampler(TokenBudgetSampler):
-    """Chapter 9's `TokenBudgetSampler` that evens out the processes' shares by dropping the surplus batches of the
-    epoch (`balance_batches(..., drop_last=True)`) instead of splitting the largest ones."""
-    def batches(self) -> list[list[int]]:
-        "All batches of the current epoch for this rank, in the order they are yielded."
-        if self._cached is None or self._cached[0] != self.epoch:
-            whole = TokenBudgetSampler(self.lengths, self.max_tokens, self.shuffle, self.seed, bucket_size=self.bucket_size)
-            whole.set_epoch(self.epoch)                          # one process's batches: the whole epoch, none split
-            batches = balance_batches(whole.batches(), self.num_replicas, drop_last=True)
-            self._cached = (self.epoch, batches[self.rank::self.num_replicas])
-        return self._cached[1]
 
 # %% ../nbs/9e_data_plumbing.ipynb #667db48d
 def translation_loader(examples: Sequence[tuple[Sequence[int], Sequence[int]]], max_tokens: int, shuffle: bool = True,

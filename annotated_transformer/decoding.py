@@ -121,7 +121,7 @@ def pick_next(logp: Tensor, temperature: float = 1.0, top_k: int | None = None,
               generator: torch.Generator | None = None) -> Tensor:
     """Draw one token per row of the log-probabilities `logp` `(batch, V)`: from the distribution with log p divided
     by `temperature`, restricted to the `top_k` most likely tokens (all when None; ties with the k-th are kept)."""
-    scores = logp.float() / temperature                                    # log p / T
+    scores = logp.float() / temperature                                    # log p / tau
     if top_k is not None and top_k < scores.size(-1):
         kth = scores.topk(top_k, dim=-1).values[:, -1:]                    # (batch, 1): the k-th largest
         scores = scores.masked_fill(scores < kth, float("-inf"))

@@ -7,25 +7,16 @@ Docs: https://annotated-transformer.github.io/annotated-transformer/language_mod
 # %% ../nbs/11_language_model.ipynb #928290e1
 from __future__ import annotations
 
-import json
-import math
-import os
-from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
-from pathlib import Path
-from typing import ClassVar
+from collections.abc import Sequence
 
-import numpy as np
 import torch
 from torch import nn, Tensor
 
 from .embeddings import check_token_ids
-from .model import LanguageModel, make_language_model, cached_length
-from .training import Batch, unwrap_model
+from .model import LanguageModel, cached_length
+from .training import Batch
 from .decoding import pick_next, check_sampling
-from .checkpoint import resolve_checkpoint, atomic_write
-from .data import load_corpus, load_result, DataError
-from .tasks import register_task, task_settings, save_task_settings
+from .data import DataError
 
 # %% auto #0
 __all__ = ['CharVocab', 'TextBatch', 'random_windows', 'corpus_loss', 'generate', 'CHAR_PRESETS', 'save_vocab', 'load_vocab', 'CharLMTask', 'ShakespeareTask', 'Enwik8Task', 'TextTask', 'shipped_shakespeare_report']
@@ -49,7 +40,7 @@ class CharVocab:
 class TextBatch(Batch):
     "Windows `src` `(batch, t)` of a text and the next character of every position, `tgt_y` `(batch, t)`."
     def __init__(self, src: Tensor, tgt_y: Tensor):
-        self.src, self.tgt_y, self.pad = src, tgt_y, -1
+        self.src, self.tgt_y = src, tgt_y
         self.ntokens = int(tgt_y.numel())              # every position predicts: no padding
     def loss(self, model: nn.Module, criterion: nn.Module) -> Tensor:
         out = model(self.src)                                            # (batch, t, d_model)
@@ -122,6 +113,11 @@ def generate(model: LanguageModel, prompt: Tensor, max_new_tokens: int, temperat
     return ys
 
 # %% ../nbs/9h_language_model_runs.ipynb #77f78d38
+import json, os
+from pathlib import Path
+import numpy as np
+from .checkpoint import atomic_write
+
 def _encode_tensor(self: CharVocab, text: str) -> Tensor:
     "`encode(text)` as a tensor, through a table indexed by code point (fast for 10^8 characters)."
     if set(text) - self.index.keys(): self.encode(text)                   # raises `encode`'s error
@@ -145,6 +141,8 @@ def _check_text_batch(self: TextBatch, src_vocab: int, tgt_vocab: int) -> TextBa
 TextBatch.check = _check_text_batch
 
 # %% ../nbs/9h_language_model_runs.ipynb #c9htb02
+from annotated_transformer.training import unwrap_model
+
 _teaching_text_loss = getattr(TextBatch.loss, "teaching", TextBatch.loss)   # chapter 11's
 
 def _text_batch_loss(self: TextBatch, model: nn.Module, criterion: nn.Module) -> Tensor:
@@ -156,14 +154,17 @@ _text_batch_loss.teaching = _teaching_text_loss
 TextBatch.loss = _text_batch_loss
 
 # %% ../nbs/9h_language_model_runs.ipynb #e3478202
+import functools
 from annotated_transformer.embeddings import id_checks_off
 _teaching_generate = getattr(generate, "teaching", generate)                  # chapter 11's functions
 _teaching_corpus_loss = getattr(corpus_loss, "teaching", corpus_loss)
 
+@functools.wraps(_teaching_generate, assigned=("__name__", "__qualname__"))   # help() shows the chapter's parameters
 def _generate(model: LanguageModel, prompt: Tensor, *args, **kwargs) -> Tensor:
     "Chapter 11's `generate` (same arguments), the embeddings' per-step id checks off: the prompt is checked first."
     with id_checks_off(model): return _teaching_generate(model, prompt, *args, **kwargs)
 
+@functools.wraps(_teaching_corpus_loss, assigned=("__name__", "__qualname__"))
 def _corpus_loss(model: LanguageModel, data: Tensor, *args, **kwargs) -> tuple[float, int]:
     "Chapter 11's `corpus_loss` (same arguments), the embeddings' per-call id checks off."
     with id_checks_off(model): return _teaching_corpus_loss(model, data, *args, **kwargs)
@@ -172,6 +173,15 @@ _generate.teaching, _corpus_loss.teaching = _teaching_generate, _teaching_corpus
 generate, corpus_loss = _generate, _corpus_loss
 
 # %% ../nbs/9h_language_model_runs.ipynb #3b429adf
+import math
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import ClassVar
+from .checkpoint import resolve_checkpoint
+from .data import load_corpus
+from .model import make_language_model
+from .tasks import register_task, task_settings, save_task_settings
+
 #: preset -> settings of a character language-model task (model = `make_language_model`'s arguments but the vocabulary)
 CHAR_PRESETS = {
     "tiny": dict(model=dict(N=2, d_model=32, d_ff=64, h=2, dropout=0.0, context=32), batch_size=16, lr_factor=1.0,
@@ -315,6 +325,8 @@ class TextTask(CharLMTask):
     corpus: ClassVar[str] = ""
 
 # %% ../nbs/9h_language_model_runs.ipynb #81083620
+from .data import load_result
+
 def shipped_shakespeare_report() -> dict | None:
     "The stored measurements of the shipped tiny-shakespeare model (`bench/ship_pretrained.py`), or None where they cannot be had."
     return load_result("pretrained-shakespeare-amd-epyc-2cores.json")

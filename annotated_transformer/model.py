@@ -184,7 +184,7 @@ class LanguageModel(nn.Module):
     def forward(self, x: Tensor, cache: list[dict] | None = None) -> Tensor:
         past = cached_length(cache)                                      # positions already in the cache
         if past and x.size(1) > 1: raise ValueError("after cached positions, feed one new id at a time.")
-        return self.decoder(self.embed(x, past), None, cache=cache, is_causal=x.size(1) > 1)
+        return self.decoder(self.embed(x, past), None, x.size(1) > 1, cache=cache)   # no mask; is_causal
 
     def new_cache(self) -> list[dict]:
         "An empty key/value cache per layer: chapter 7's `KVCache` (the library's, from appendix 9b, preallocates)."
@@ -276,8 +276,7 @@ def _causal_forward(self, src: Tensor, tgt: Tensor, src_mask: Tensor | None, tgt
 def _causal_decode(self, memory: Tensor, src_mask: Tensor | None, tgt: Tensor, tgt_mask: Tensor | None,
                    cache: list[dict] | None = None, is_causal: bool = False) -> Tensor:
     "Chapter 7's `EncoderDecoder.decode`, passing `is_causal` on to the decoder's self-attention."
-    return self.decoder(self.tgt_embed(tgt, cached_length(cache)), memory, src_mask, tgt_mask, cache=cache,
-                        is_causal=is_causal)
+    return self.decoder(self.tgt_embed(tgt, cached_length(cache)), memory, src_mask, tgt_mask, is_causal, cache=cache)
 
 EncoderDecoder.forward, EncoderDecoder.decode = _causal_forward, _causal_decode
 

@@ -70,7 +70,7 @@ class LearnedPositionalEmbedding(nn.Module):
 def _sinusoid_forward(self, x: Tensor, start: int = 0) -> Tensor:
     "`PositionalEncoding.forward`: `x` `(batch, seq, d_model)` -> same shape; `x[:, j]` gets position `start + j`."
     _check_length(start + x.size(1), self.max_len)   # the last position is start + seq - 1
-    return self.dropout(x + self.pe[:, start:start + x.size(1)].to(x.dtype))   # (1, seq, d_model) broadcasts over batch
+    return self.dropout(x + self.pe[:, start:start + x.size(1)])   # (1, seq, d_model) broadcasts over batch
 
 def _learned_forward(self, x: Tensor, start: int = 0) -> Tensor:
     "`LearnedPositionalEmbedding.forward`: `x[:, j]` gets the learned vector of position `start + j`."

@@ -98,9 +98,10 @@ class Multi30k(Multi30kSettings):
 # %% ../nbs/09_translation.ipynb #18d15565
 @torch.no_grad()
 def translate(model: EncoderDecoder, tokenizer: Tokenizer, sentences: Sequence[str], beam: int = 1,
-              max_len: int | None = None) -> list[str]:
-    """Translate `sentences` with greedy decoding (`beam=1`) or beam search (`beam>1`). `max_len`: output tokens
-    at most (default: source tokens + 50), no more than the model's positional table. Returns one string per
+              max_len: int | None = None, length_penalty: float = 0.6) -> list[str]:
+    """Translate `sentences` with greedy decoding (`beam=1`) or beam search (`beam>1`, ranking by chapter 7's score
+    with α = `length_penalty`). `max_len`: output tokens at most (default: source tokens + 50), no more than the
+    model's positional table. Returns one string per
     sentence, in order; 64 sentences at a time, on the model's device."""
     if beam < 1: raise ValueError(f"beam must be >= 1 (1 is greedy decoding), got {beam}.")
     if isinstance(sentences, str): sentences = [sentences]
@@ -116,7 +117,7 @@ def translate(model: EncoderDecoder, tokenizer: Tokenizer, sentences: Sequence[s
                 raise ValueError(f"max_len={limit} is beyond the model's positional table of {table}; ask for at most {table}.")
             if beam == 1: ys = cached_greedy_decode(model, src, src_mask, limit, BOS, EOS).cpu()  # (b, <= limit)
             else: ys = [beam_search_one(model, s[s != PAD][None], max_len or int((s != PAD).sum()) + 50, BOS, EOS,
-                                        beam)[0] for s in src]                     # one source (1, S) at a time
+                                        beam, length_penalty)[0] for s in src]                     # one source (1, S) at a time
             out += decode_batch(tokenizer, ys)
     finally:
         model.train(was_training)
