@@ -100,8 +100,8 @@ class Multi30k(Multi30kSettings):
 def translate(model: EncoderDecoder, tokenizer: Tokenizer, sentences: Sequence[str], beam: int = 1,
               max_len: int | None = None, length_penalty: float = 0.6) -> list[str]:
     """Translate `sentences` with greedy decoding (`beam=1`) or beam search (`beam>1`, ranking by chapter 7's score
-    with α = `length_penalty`). `max_len`: output tokens at most (default: source tokens + 50), no more than the
-    model's positional table. Returns one string per
+    with α = `length_penalty`). `max_len`: output tokens at most (default: source tokens + 50, the batch's longest
+    for greedy decoding), no more than the model's positional table. Returns one string per
     sentence, in order; 64 sentences at a time, on the model's device."""
     if beam < 1: raise ValueError(f"beam must be >= 1 (1 is greedy decoding), got {beam}.")
     if isinstance(sentences, str): sentences = [sentences]
